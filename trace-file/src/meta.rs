@@ -1,0 +1,90 @@
+//! Metadata chunks: what the recorder knew about the machine, processes, threads and probes.
+
+use serde::{Deserialize, Serialize};
+
+/// The first chunk of every trace.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TraceHeader {
+    pub tracer_version: String,
+    pub hostname: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// CPUs the kernel can run on (the number of per-CPU streams).
+    pub cpus: u32,
+    /// The clock of every timestamp: always "CLOCK_MONOTONIC" (bpf_ktime_get_ns).
+    pub clock: String,
+    /// Add to a timestamp to get nanoseconds since the Unix epoch (CLOCK_REALTIME).
+    pub monotonic_to_realtime_ns: i64,
+    /// CLOCK_MONOTONIC when recording started.
+    pub start_ns: u64,
+    /// The recorder's own command line.
+    pub command_line: Vec<String>,
+}
+
+/// A traced process.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcessInfo {
+    pub tgid: u32,
+    /// /proc/PID/exe as the process sees it.
+    pub exe: String,
+    pub cmdline: Vec<String>,
+    /// True when the recorder started it (`tracer record -- CMD`).
+    pub launched: bool,
+}
+
+/// A thread that existed when recording started (later ones arrive as `NewTask` records).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadInfo {
+    pub tgid: u32,
+    pub tid: u32,
+    pub name: String,
+    /// The state letter of /proc/PID/task/TID/stat at start (R, S, D, ...).
+    pub state: char,
+}
+
+/// One entry of the probe table: what a `FuncEntry`/`FuncExit` id stands for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Probe {
+    /// The id carried by the records (the attach cookie), from 1.
+    pub id: u32,
+    /// Demangled name.
+    pub name: String,
+    /// The symbol as in the binary (mangled).
+    pub symbol: String,
+    /// The binary or library the probe is in.
+    pub binary: String,
+    /// GNU build-id of `binary`, hex, when it has one.
+    pub build_id: Option<String>,
+    /// Virtual address of the function in `binary`.
+    pub address: u64,
+    /// Size of the function in bytes, when known.
+    pub size: u64,
+    /// File offset the uprobe is attached at.
+    pub file_offset: u64,
+    /// Bytes skipped from the function start (e.g. an `endbr64`), 0 when none.
+    pub skipped: u64,
+    /// Declaration as `file:line`, when debug information has it.
+    pub source: Option<String>,
+}
+
+/// Cumulative per-CPU counts of records the kernel could not store.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LostCounts {
+    /// CLOCK_MONOTONIC when read.
+    pub at_ns: u64,
+    pub per_cpu: Vec<u64>,
+    /// Threads the kernel filter had no room for (their events are missing).
+    pub threads_not_traced: u64,
+}
+
+/// Written last by a recorder that stopped cleanly.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Trailer {
+    /// CLOCK_MONOTONIC when recording stopped.
+    pub end_ns: u64,
+    /// Why it stopped: "duration", "signal", "process exited".
+    pub reason: String,
+    /// Records written, by kind name.
+    pub records: std::collections::BTreeMap<String, u64>,
+    pub lost: u64,
+}

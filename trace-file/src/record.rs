@@ -1,0 +1,510 @@
+//! Records and their dense on-disk encoding.
+//!
+//! An `Events` chunk holds the records of one CPU in the order the kernel produced them:
+//!
+//! ```text
+//! cpu: varint   count: varint   base_ts: u64 LE
+//! count x ( kind: u8   ts - previous ts: zigzag varint   tid: varint   fields... )
+//! ```
+//!
+//! The first delta is taken against `base_ts`. Fields are varints (zigzag for signed
+//! values), in the order of the [`Event`] variant. A typical record takes 7 to 12 bytes.
+
+use crate::{Error, Result};
+
+/// A thread name as the kernel stores it: up to 16 bytes, NUL-padded.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Comm(pub [u8; 16]);
+
+impl Comm {
+    pub fn from_str_lossy(s: &str) -> Comm {
+        let mut c = [0u8; 16];
+        let n = s.len().min(15);
+        c[..n].copy_from_slice(&s.as_bytes()[..n]);
+        Comm(c)
+    }
+
+    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        let end = self.0.iter().position(|&b| b == 0).unwrap_or(16);
+        String::from_utf8_lossy(&self.0[..end])
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+/// What happened. Mirrors the kernel-side records of `tracer-abi`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Entry of probed function `func` (an id of the probe table).
+    FuncEntry { func: u32 },
+    /// Return of probed function `func` with the raw return register.
+    FuncExit { func: u32, ret: u64 },
+    /// System call `nr` started; `arg0` is the fd for I/O calls, `arg2` the size asked.
+    SysEnter { nr: u32, arg0: u64, arg2: u64 },
+    /// System call `nr` returned `ret` (bytes, new fd, or `-errno`).
+    SysExit { nr: u32, ret: i64 },
+    /// The record's thread left the CPU in `prev_state`; `next_tid` took it (0 = idle).
+    Switch { next_tid: u32, prev_state: u32 },
+    /// The record's thread woke `wakee` onto `target_cpu`; `new` for a new thread's first.
+    Wakeup {
+        wakee: u32,
+        target_cpu: u32,
+        new: bool,
+    },
+    /// The record's thread created `child_tid` in process `child_tgid`.
+    NewTask {
+        child_tid: u32,
+        child_tgid: u32,
+        comm: Comm,
+    },
+    /// The record's thread exited; `group_dead` when its process has no thread left.
+    Exit { tgid: u32, group_dead: bool },
+    /// The record's thread was renamed.
+    Rename { comm: Comm },
+    /// The record's thread executed a new program, now called `comm`.
+    Exec { comm: Comm },
+}
+
+/// One event with its time, thread and CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// CLOCK_MONOTONIC nanoseconds.
+    pub ts: u64,
+    pub tid: u32,
+    pub cpu: u32,
+    pub event: Event,
+}
+
+impl Event {
+    /// A short lowercase name, used by `tracer dump` and the recorder's counts.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::FuncEntry { .. } => "func_entry",
+            Event::FuncExit { .. } => "func_exit",
+            Event::SysEnter { .. } => "sys_enter",
+            Event::SysExit { .. } => "sys_exit",
+            Event::Switch { .. } => "switch",
+            Event::Wakeup { new: false, .. } => "wakeup",
+            Event::Wakeup { new: true, .. } => "wakeup_new",
+            Event::NewTask { .. } => "new_task",
+            Event::Exit { .. } => "exit",
+            Event::Rename { .. } => "rename",
+            Event::Exec { .. } => "exec",
+        }
+    }
+
+    fn code(&self) -> u8 {
+        match self {
+            Event::FuncEntry { .. } => 1,
+            Event::FuncExit { .. } => 2,
+            Event::SysEnter { .. } => 3,
+            Event::SysExit { .. } => 4,
+            Event::Switch { .. } => 5,
+            Event::Wakeup { new: false, .. } => 6,
+            Event::Wakeup { new: true, .. } => 7,
+            Event::NewTask { .. } => 8,
+            Event::Exit { .. } => 9,
+            Event::Rename { .. } => 10,
+            Event::Exec { .. } => 11,
+        }
+    }
+}
+
+/// Builds the payload of one CPU's `Events` chunk.
+pub struct EventChunkEncoder {
+    cpu: u32,
+    base_ts: u64,
+    prev_ts: u64,
+    count: u32,
+    body: Vec<u8>,
+}
+
+impl EventChunkEncoder {
+    pub fn new(cpu: u32) -> Self {
+        EventChunkEncoder {
+            cpu,
+            base_ts: 0,
+            prev_ts: 0,
+            count: 0,
+            body: Vec::with_capacity(64 << 10),
+        }
+    }
+
+    pub fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
+    pub fn len(&self) -> u32 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes encoded so far.
+    pub fn encoded_bytes(&self) -> usize {
+        self.body.len()
+    }
+
+    pub fn push(&mut self, ts: u64, tid: u32, event: &Event) {
+        if self.count == 0 {
+            self.base_ts = ts;
+            self.prev_ts = ts;
+        }
+        let b = &mut self.body;
+        b.push(event.code());
+        put_i64(b, ts.wrapping_sub(self.prev_ts) as i64);
+        put_u64(b, tid as u64);
+        match *event {
+            Event::FuncEntry { func } => put_u64(b, func as u64),
+            Event::FuncExit { func, ret } => {
+                put_u64(b, func as u64);
+                put_i64(b, ret as i64);
+            }
+            Event::SysEnter { nr, arg0, arg2 } => {
+                put_u64(b, nr as u64);
+                put_u64(b, arg0);
+                put_u64(b, arg2);
+            }
+            Event::SysExit { nr, ret } => {
+                put_u64(b, nr as u64);
+                put_i64(b, ret);
+            }
+            Event::Switch {
+                next_tid,
+                prev_state,
+            } => {
+                put_u64(b, next_tid as u64);
+                put_u64(b, prev_state as u64);
+            }
+            Event::Wakeup {
+                wakee, target_cpu, ..
+            } => {
+                put_u64(b, wakee as u64);
+                put_u64(b, target_cpu as u64);
+            }
+            Event::NewTask {
+                child_tid,
+                child_tgid,
+                comm,
+            } => {
+                put_u64(b, child_tid as u64);
+                put_u64(b, child_tgid as u64);
+                put_comm(b, &comm);
+            }
+            Event::Exit { tgid, group_dead } => {
+                put_u64(b, tgid as u64);
+                b.push(group_dead as u8);
+            }
+            Event::Rename { comm } | Event::Exec { comm } => put_comm(b, &comm),
+        }
+        self.prev_ts = ts;
+        self.count += 1;
+    }
+
+    /// The chunk payload of everything pushed since the last call; the encoder is reset.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.body.len() + 20);
+        put_u64(&mut out, self.cpu as u64);
+        put_u64(&mut out, self.count as u64);
+        out.extend_from_slice(&self.base_ts.to_le_bytes());
+        out.extend_from_slice(&self.body);
+        self.body.clear();
+        self.count = 0;
+        out
+    }
+}
+
+/// Iterates over the records of one `Events` chunk payload.
+pub struct EventChunkDecoder<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    cpu: u32,
+    remaining: u32,
+    prev_ts: u64,
+    offset: u64,
+}
+
+impl<'a> EventChunkDecoder<'a> {
+    /// `offset` is the chunk's position in the file, for error messages.
+    pub fn new(payload: &'a [u8], offset: u64) -> Result<Self> {
+        let mut d = EventChunkDecoder {
+            buf: payload,
+            pos: 0,
+            cpu: 0,
+            remaining: 0,
+            prev_ts: 0,
+            offset,
+        };
+        d.cpu = d.u32()?;
+        d.remaining = d.u32()?;
+        let ts = d
+            .buf
+            .get(d.pos..d.pos + 8)
+            .ok_or_else(|| d.corrupt("short event chunk header"))?;
+        d.prev_ts = u64::from_le_bytes(ts.try_into().unwrap());
+        d.pos += 8;
+        Ok(d)
+    }
+
+    pub fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
+    /// Records left to decode.
+    pub fn remaining(&self) -> u32 {
+        self.remaining
+    }
+
+    fn corrupt(&self, what: &str) -> Error {
+        Error::Corrupt {
+            offset: self.offset,
+            what: format!("event record: {what}"),
+        }
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        let mut v: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let byte = *self
+                .buf
+                .get(self.pos)
+                .ok_or_else(|| self.corrupt("truncated varint"))?;
+            self.pos += 1;
+            if shift >= 64 {
+                return Err(self.corrupt("varint too long"));
+            }
+            v |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+            shift += 7;
+        }
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        let v = self.u64()?;
+        u32::try_from(v).map_err(|_| self.corrupt("value out of range"))
+    }
+
+    fn i64(&mut self) -> Result<i64> {
+        let v = self.u64()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    fn comm(&mut self) -> Result<Comm> {
+        let n = *self
+            .buf
+            .get(self.pos)
+            .ok_or_else(|| self.corrupt("truncated name"))? as usize;
+        let s = self
+            .buf
+            .get(self.pos + 1..self.pos + 1 + n)
+            .filter(|_| n <= 16)
+            .ok_or_else(|| self.corrupt("bad name"))?;
+        let mut c = [0u8; 16];
+        c[..n].copy_from_slice(s);
+        self.pos += 1 + n;
+        Ok(Comm(c))
+    }
+
+    fn decode(&mut self) -> Result<Record> {
+        let code = *self
+            .buf
+            .get(self.pos)
+            .ok_or_else(|| self.corrupt("fewer records than announced"))?;
+        self.pos += 1;
+        let ts = self.prev_ts.wrapping_add(self.i64()? as u64);
+        let tid = self.u32()?;
+        let event = match code {
+            1 => Event::FuncEntry { func: self.u32()? },
+            2 => Event::FuncExit {
+                func: self.u32()?,
+                ret: self.i64()? as u64,
+            },
+            3 => Event::SysEnter {
+                nr: self.u32()?,
+                arg0: self.u64()?,
+                arg2: self.u64()?,
+            },
+            4 => Event::SysExit {
+                nr: self.u32()?,
+                ret: self.i64()?,
+            },
+            5 => Event::Switch {
+                next_tid: self.u32()?,
+                prev_state: self.u32()?,
+            },
+            6 | 7 => Event::Wakeup {
+                wakee: self.u32()?,
+                target_cpu: self.u32()?,
+                new: code == 7,
+            },
+            8 => Event::NewTask {
+                child_tid: self.u32()?,
+                child_tgid: self.u32()?,
+                comm: self.comm()?,
+            },
+            9 => Event::Exit {
+                tgid: self.u32()?,
+                group_dead: self.u64()? != 0,
+            },
+            10 => Event::Rename { comm: self.comm()? },
+            11 => Event::Exec { comm: self.comm()? },
+            other => return Err(self.corrupt(&format!("unknown record kind {other}"))),
+        };
+        self.prev_ts = ts;
+        Ok(Record {
+            ts,
+            tid,
+            cpu: self.cpu,
+            event,
+        })
+    }
+}
+
+impl Iterator for EventChunkDecoder<'_> {
+    type Item = Result<Record>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let r = self.decode();
+        if r.is_err() {
+            self.remaining = 0;
+        }
+        Some(r)
+    }
+}
+
+fn put_u64(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        b.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
+}
+
+fn put_i64(b: &mut Vec<u8>, v: i64) {
+    put_u64(b, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+fn put_comm(b: &mut Vec<u8>, c: &Comm) {
+    let n = c.0.iter().position(|&x| x == 0).unwrap_or(16);
+    b.push(n as u8);
+    b.extend_from_slice(&c.0[..n]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_kinds() -> Vec<Event> {
+        vec![
+            Event::FuncEntry { func: 7 },
+            Event::FuncExit {
+                func: 7,
+                ret: u64::MAX,
+            },
+            Event::SysEnter {
+                nr: 0,
+                arg0: 5,
+                arg2: 4096,
+            },
+            Event::SysExit { nr: 0, ret: -11 },
+            Event::Switch {
+                next_tid: 0,
+                prev_state: 0x100,
+            },
+            Event::Wakeup {
+                wakee: 42,
+                target_cpu: 1,
+                new: true,
+            },
+            Event::Wakeup {
+                wakee: 42,
+                target_cpu: 0,
+                new: false,
+            },
+            Event::NewTask {
+                child_tid: 43,
+                child_tgid: 41,
+                comm: Comm::from_str_lossy("worker-1"),
+            },
+            Event::Exit {
+                tgid: 41,
+                group_dead: true,
+            },
+            Event::Rename {
+                comm: Comm::from_str_lossy("exactly15chars!"),
+            },
+            Event::Exec {
+                comm: Comm::from_str_lossy(""),
+            },
+        ]
+    }
+
+    #[test]
+    fn round_trip_including_backward_time() {
+        let mut enc = EventChunkEncoder::new(3);
+        let events = all_kinds();
+        let times: Vec<u64> = (0..events.len() as u64)
+            .map(|i| 1_000_000_000_000 + i * 1000 - (i % 3) * 1500)
+            .collect();
+        for (e, &ts) in events.iter().zip(&times) {
+            enc.push(ts, 41, e);
+        }
+        let payload = enc.finish();
+        assert!(enc.is_empty());
+        let back: Vec<Record> = EventChunkDecoder::new(&payload, 0)
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(back.len(), events.len());
+        for ((r, e), ts) in back.iter().zip(&events).zip(&times) {
+            assert_eq!(r.event, *e);
+            assert_eq!(r.ts, *ts);
+            assert_eq!((r.tid, r.cpu), (41, 3));
+        }
+    }
+
+    #[test]
+    fn compact() {
+        let mut enc = EventChunkEncoder::new(0);
+        for i in 0..1000u64 {
+            enc.push(
+                5_000_000_000 + i * 900,
+                123_456,
+                &Event::SysExit { nr: 1, ret: 512 },
+            );
+        }
+        let n = enc.finish().len();
+        assert!(n <= 1000 * 10, "{n} bytes for 1000 records");
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let mut enc = EventChunkEncoder::new(0);
+        for e in all_kinds() {
+            enc.push(10, 1, &e);
+        }
+        let good = enc.finish();
+        for cut in 0..good.len() {
+            let mut bad = good.clone();
+            bad[cut] = bad[cut].wrapping_add(0x81);
+            if let Ok(d) = EventChunkDecoder::new(&bad, 0) {
+                for _ in d {}
+            }
+            if let Ok(mut d) = EventChunkDecoder::new(&good[..cut], 0) {
+                assert!(d.any(|r| r.is_err()), "truncated at {cut} decoded cleanly");
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The event ABI between the eBPF programs (`tracer-ebpf`) and the recorder (`tracer-user`).
+//!
+//! Every record in a ring buffer starts with a [`Header`]; `Header::kind` says which of the
+//! structs below follows. All structs are `#[repr(C)]`, 8-byte aligned and free of implicit
+//! padding so both sides agree on the bytes without any serialization.
+//!
+//! Timestamps are `bpf_ktime_get_ns()`: CLOCK_MONOTONIC in nanoseconds.
+#![no_std]
+
+/// Upper bound on CPUs: the size of the per-CPU ring buffer array.
+pub const MAX_CPUS: u32 = 4096;
+/// Upper bound on traced threads held in the kernel filter.
+pub const MAX_THREADS: u32 = 65536;
+/// Upper bound on traced processes.
+pub const MAX_PROCESSES: u32 = 4096;
+/// Bytes of each per-CPU ring buffer (a power of two, a multiple of the page size).
+pub const RING_BYTES: u32 = 8 << 20;
+/// The `uretprobe` syscall (x86_64): every uretprobe return makes one; never recorded.
+pub const SYS_URETPROBE: u32 = 335;
+
+/// Kinds of records, stored in [`Header::kind`].
+pub mod kind {
+    pub const FUNC_ENTRY: u16 = 1;
+    pub const FUNC_EXIT: u16 = 2;
+    pub const SYS_ENTER: u16 = 3;
+    pub const SYS_EXIT: u16 = 4;
+    pub const SWITCH: u16 = 5;
+    pub const WAKEUP: u16 = 6;
+    pub const WAKEUP_NEW: u16 = 7;
+    pub const NEW_TASK: u16 = 8;
+    pub const EXIT: u16 = 9;
+    pub const RENAME: u16 = 10;
+    pub const EXEC: u16 = 11;
+}
+
+/// Common prefix of every record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// CLOCK_MONOTONIC, nanoseconds.
+    pub ts: u64,
+    /// The thread the event belongs to (for a switch: the thread leaving the CPU; for a
+    /// wakeup or a new task: the thread doing it).
+    pub tid: u32,
+    pub kind: u16,
+    pub _pad: u16,
+}
+
+/// A probed function was entered. `func` is the attach cookie: the probe-table id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FuncEntry {
+    pub h: Header,
+    pub func: u32,
+    pub _pad: u32,
+}
+
+/// A probed function returned with `ret` (the raw return register).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FuncExit {
+    pub h: Header,
+    pub func: u32,
+    pub _pad: u32,
+    pub ret: u64,
+}
+
+/// A system call started. `arg0` is the fd for I/O and socket calls, `arg2` the requested size.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SysEnter {
+    pub h: Header,
+    pub nr: u32,
+    pub _pad: u32,
+    pub arg0: u64,
+    pub arg2: u64,
+}
+
+/// A system call returned `ret` (bytes moved, a new fd, or `-errno`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SysExit {
+    pub h: Header,
+    pub nr: u32,
+    pub _pad: u32,
+    pub ret: i64,
+}
+
+/// A context switch: `h.tid` leaves the CPU in `prev_state`, `next_tid` takes it.
+/// `prev_state` is the sched_switch tracepoint's value (0 or bit 0x100 = preempted, still
+/// runnable; 1 = interruptible sleep; 2 = uninterruptible; 0x10/0x20 = exiting).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Switch {
+    pub h: Header,
+    pub next_tid: u32,
+    pub prev_state: u32,
+}
+
+/// `h.tid` (0 for an interrupt or the idle task) woke `wakee`, to run on `target_cpu`.
+/// Used for both `WAKEUP` and `WAKEUP_NEW` (first wakeup of a new thread).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wakeup {
+    pub h: Header,
+    pub wakee: u32,
+    pub target_cpu: u32,
+}
+
+/// `h.tid` created `child_tid`, a thread of `child_tgid` (a new process when the two are
+/// equal), named `comm`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NewTask {
+    pub h: Header,
+    pub child_tid: u32,
+    pub child_tgid: u32,
+    pub comm: [u8; 16],
+}
+
+/// Thread `h.tid` of process `tgid` exits; `group_dead` is 1 when it is the last one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Exit {
+    pub h: Header,
+    pub tgid: u32,
+    pub group_dead: u32,
+}
+
+/// Thread `h.tid` took a new name (prctl, pthread_setname_np, exec).
+/// Used for both `RENAME` and `EXEC`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rename {
+    pub h: Header,
+    pub comm: [u8; 16],
+}
+
+/// Tracepoint field offsets, read by the recorder from tracefs `format` files at load time
+/// so the programs do not depend on one kernel's layout. Set as a global before loading.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offsets {
+    pub switch_prev_pid: u32,
+    pub switch_prev_state: u32,
+    pub switch_next_pid: u32,
+    pub wakeup_pid: u32,
+    pub wakeup_target_cpu: u32,
+    pub newtask_pid: u32,
+    pub newtask_comm: u32,
+    pub newtask_clone_flags: u32,
+    pub exit_pid: u32,
+    pub exit_group_dead: u32,
+    pub rename_pid: u32,
+    pub rename_newcomm: u32,
+    pub exec_pid: u32,
+    pub sys_enter_id: u32,
+    pub sys_enter_args: u32,
+    pub sys_exit_id: u32,
+    pub sys_exit_ret: u32,
+    pub _pad: u32,
+}
+
+impl Offsets {
+    /// The layout of Linux 6.x; the recorder overwrites it with what tracefs says.
+    pub const DEFAULT: Offsets = Offsets {
+        switch_prev_pid: 24,
+        switch_prev_state: 32,
+        switch_next_pid: 56,
+        wakeup_pid: 24,
+        wakeup_target_cpu: 32,
+        newtask_pid: 8,
+        newtask_comm: 12,
+        newtask_clone_flags: 32,
+        exit_pid: 24,
+        exit_group_dead: 32,
+        rename_pid: 8,
+        rename_newcomm: 28,
+        exec_pid: 12,
+        sys_enter_id: 8,
+        sys_enter_args: 16,
+        sys_exit_id: 8,
+        sys_exit_ret: 16,
+        _pad: 0,
+    };
+}
+
+/// Indices of the per-CPU counters in the `COUNTERS` map.
+pub mod counter {
+    /// Records that found the ring buffer full and were dropped.
+    pub const LOST: u32 = 0;
+    /// Threads the filter could not hold (MAX_THREADS reached).
+    pub const THREADS_FULL: u32 = 1;
+    pub const COUNT: u32 = 2;
+}
+
+/// `clone(2)` flag: the new task is a thread of the caller's process.
+pub const CLONE_THREAD: u64 = 0x0001_0000;
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain #[repr(C)] integer structs with no padding.
+    unsafe impl aya::Pod for super::Offsets {}
+}
