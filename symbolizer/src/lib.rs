@@ -1,1 +1,399 @@
-//! placeholder
+//! Turns what a user types into uprobe attach points, and addresses back into
+//! function names and source lines.
+//!
+//! * [`resolve`] maps a spec such as `main`, `libc:malloc` or `'ns::*'` to ELF
+//!   functions with the file offset a uprobe must be attached at.
+//! * [`list`] enumerates probe-able functions (`tracer probes`).
+//! * [`Symbolizer`] turns addresses (per binary or per process) into inlined
+//!   frames with file:line, caching parsed binaries.
+//!
+//! Symbols come from `.symtab`, `.dynsym`, separate debug files (build-id and
+//! `.gnu_debuglink`) and MiniDebugInfo; source lines come from DWARF 4/5
+//! (compressed sections, dwz supplementary files and split DWARF included).
+
+mod binary;
+mod demangle;
+mod dwarf;
+mod elf;
+mod glob;
+mod probe;
+mod symbolize;
+mod target;
+
+use std::path::{Path, PathBuf};
+
+pub use symbolize::Symbolizer;
+
+use binary::Binary;
+use target::Scope;
+
+/// What to look for functions in.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// A running process: its executable and the libraries it has mapped.
+    Pid(u32),
+    /// An executable file not running yet (`tracer record -- CMD` before exec);
+    /// libraries are found through its DT_NEEDED entries.
+    Path(PathBuf),
+}
+
+/// Knobs for [`resolve`].
+#[derive(Default, Clone, Debug)]
+pub struct Options {
+    /// Accept a non-glob spec that matches several functions (e.g. a C++
+    /// overload set or same-named static functions) instead of failing.
+    pub allow_multiple: bool,
+}
+
+/// One function a uprobe can be attached to.
+#[derive(Clone, Debug)]
+pub struct FunctionMatch {
+    /// Demangled name (Rust without the hash suffix, C++ with parameters).
+    pub name: String,
+    /// Raw symbol as in the ELF.
+    pub symbol: String,
+    /// Path the tracer can open (through /proc/PID/root for a process).
+    pub binary: PathBuf,
+    /// Path as the target process sees it.
+    pub display_binary: String,
+    /// GNU build-id, hex.
+    pub build_id: Option<String>,
+    /// ELF virtual address (st_value).
+    pub address: u64,
+    /// Symbol size in bytes.
+    pub size: u64,
+    /// File offset to attach the uprobe at, including `skipped`.
+    pub file_offset: u64,
+    /// Bytes skipped from the function start (4 after an endbr64, else 0).
+    pub skipped: u64,
+    /// Declaration "file:line" from DWARF when available.
+    pub source: Option<String>,
+    /// Cost warning, e.g. when the first instruction is single-stepped.
+    pub warning: Option<String>,
+}
+
+/// One frame of a symbolized address.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Frame {
+    /// Demangled function name.
+    pub function: Option<String>,
+    /// Source file.
+    pub file: Option<String>,
+    /// Source line.
+    pub line: Option<u32>,
+}
+
+/// Everything that can go wrong; `Display` is one line a user can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The PID does not exist (or has exited).
+    #[error("no such process: {0}")]
+    NoSuchProcess(u32),
+    /// A kernel thread or zombie: nothing to attach to.
+    #[error("process {0} has no executable (kernel thread or zombie?)")]
+    NoExecutable(u32),
+    /// The spec is syntactically unusable.
+    #[error("invalid probe spec `{spec}`: {reason}")]
+    BadSpec {
+        /// What the user typed.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No function by that name; `suggestions` holds close names.
+    #[error("no function `{func}` in {binary}{}", fmt_suggestions(.suggestions))]
+    NoSuchFunction {
+        /// Requested function (or glob).
+        func: String,
+        /// Binary searched.
+        binary: String,
+        /// Up to 5 close names.
+        suggestions: Vec<String>,
+    },
+    /// Not in the executable, but a library has it.
+    #[error("no function `{func}` in {binary}, but it is found in {lib}: use {short}:{func}")]
+    FoundInLibrary {
+        /// Requested function.
+        func: String,
+        /// Executable searched.
+        binary: String,
+        /// Library path where it was found.
+        lib: String,
+        /// Short library name to put in the spec.
+        short: String,
+    },
+    /// A plain name matched several functions.
+    #[error("`{func}` matches {} functions: {}; pick one (a raw symbol name is unique) or allow multiple", .matches.len(), .matches.join(", "))]
+    Ambiguous {
+        /// Requested function.
+        func: String,
+        /// The candidates as "name (symbol @ 0xaddr)".
+        matches: Vec<String>,
+    },
+    /// The binary has only `.dynsym` and the function is not exported.
+    #[error("no function `{func}` in {binary}: the binary is stripped (no .symtab) and only exported functions are visible; install its debug symbols{} or use a non-stripped build", fmt_debug_hint(.build_id))]
+    Stripped {
+        /// Requested function.
+        func: String,
+        /// Binary searched.
+        binary: String,
+        /// Build-id, to name the debug file that would help.
+        build_id: Option<String>,
+    },
+    /// A short library name that the target does not load.
+    #[error("library `{lib}` is not loaded by {target}{}", fmt_available(.available))]
+    LibraryNotFound {
+        /// Requested library.
+        lib: String,
+        /// The process or executable.
+        target: String,
+        /// Library basenames that are loaded.
+        available: Vec<String>,
+    },
+    /// A short library name that matches several libraries.
+    #[error("library name `{lib}` is ambiguous: {}; use a longer name or a path", .candidates.join(", "))]
+    AmbiguousLibrary {
+        /// Requested library.
+        lib: String,
+        /// Matching paths.
+        candidates: Vec<String>,
+    },
+    /// A file that is not a (64-bit) ELF file.
+    #[error("{}: {reason}", .path.display())]
+    NotElf {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// The symbol's address lies in no PT_LOAD segment.
+    #[error("{}: address {addr:#x} of `{func}` is in no loadable segment", .path.display())]
+    NotLoadable {
+        /// The binary.
+        path: PathBuf,
+        /// Function name.
+        func: String,
+        /// Its address.
+        addr: u64,
+    },
+    /// An address that no mapping of the process covers.
+    #[error("address {addr:#x} is not mapped in process {pid}")]
+    AddressNotMapped {
+        /// Process.
+        pid: u32,
+        /// Runtime address.
+        addr: u64,
+    },
+    /// An address in an anonymous or special mapping (`[vdso]`, JIT code, ...).
+    #[error("address {addr:#x} in process {pid} is in `{mapping}`, which is not backed by a file")]
+    NotFileBacked {
+        /// Process.
+        pid: u32,
+        /// Runtime address.
+        addr: u64,
+        /// The mapping's name, e.g. `[vdso]`.
+        mapping: String,
+    },
+    /// I/O error on a file.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+fn fmt_suggestions(s: &[String]) -> String {
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean: {}?", s.join(", "))
+    }
+}
+
+fn fmt_debug_hint(id: &Option<String>) -> String {
+    match id {
+        Some(id) if id.len() > 2 => format!(
+            " (/usr/lib/debug/.build-id/{}/{}.debug)",
+            &id[..2],
+            &id[2..]
+        ),
+        _ => String::new(),
+    }
+}
+
+fn fmt_available(a: &[String]) -> String {
+    if a.is_empty() {
+        String::new()
+    } else {
+        let mut a = a.to_vec();
+        a.truncate(12);
+        format!(" (loaded: {})", a.join(", "))
+    }
+}
+
+impl Error {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+    pub(crate) fn not_elf(path: &Path, reason: &str) -> Error {
+        Error::NotElf {
+            path: path.to_path_buf(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// Splits `LIB:FUNC`; `::` inside C++/Rust paths is not a separator.
+fn split_spec(spec: &str) -> (Option<&str>, &str) {
+    let b = spec.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b':' {
+            if i + 1 < b.len() && b[i + 1] == b':' {
+                i += 2;
+                continue;
+            }
+            return (Some(&spec[..i]), &spec[i + 1..]);
+        }
+        i += 1;
+    }
+    (None, spec)
+}
+
+fn short_lib_name(display: &str) -> String {
+    let base = target::basename(display);
+    match base.find(".so") {
+        Some(i) if i > 0 => base[..i].to_string(),
+        _ => base.to_string(),
+    }
+}
+
+/// Resolves a probe spec (`FUNC`, `LIB:FUNC`, `PATH:FUNC`, globs allowed) to
+/// attach points in `target`.
+pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<FunctionMatch>, Error> {
+    let spec_t = spec.trim();
+    let (lib, func) = split_spec(spec_t);
+    let bad = |reason: &str| Error::BadSpec {
+        spec: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    if func.is_empty() {
+        return Err(bad("missing function name (expected FUNC or LIB:FUNC)"));
+    }
+    if lib == Some("") {
+        return Err(bad("empty library name before `:`"));
+    }
+    let scope = Scope::new(target)?;
+    let located = match lib {
+        None => scope.main.clone(),
+        Some(l) => scope.find_lib(l)?,
+    };
+    let bin = Binary::open(&located.open, &located.display, &scope.root)?;
+    let is_glob = glob::is_glob(func);
+    let hits = bin.find(func, is_glob);
+    if hits.is_empty() {
+        if lib.is_none() {
+            for l in scope.libs() {
+                let Ok(lb) = Binary::open(&l.open, &l.display, &scope.root) else {
+                    continue;
+                };
+                if !lb.find(func, is_glob).is_empty() {
+                    return Err(Error::FoundInLibrary {
+                        func: func.to_string(),
+                        binary: located.display.clone(),
+                        lib: l.display.clone(),
+                        short: short_lib_name(&l.display),
+                    });
+                }
+            }
+        }
+        if !bin.symbols().complete {
+            return Err(Error::Stripped {
+                func: func.to_string(),
+                binary: located.display.clone(),
+                build_id: bin.elf.build_id.clone(),
+            });
+        }
+        return Err(Error::NoSuchFunction {
+            func: func.to_string(),
+            binary: located.display.clone(),
+            suggestions: bin.suggest(func),
+        });
+    }
+    if !is_glob && hits.len() > 1 && !opts.allow_multiple {
+        let syms = bin.symbols();
+        let names = syms.names();
+        return Err(Error::Ambiguous {
+            func: func.to_string(),
+            matches: hits
+                .iter()
+                .map(|&i| {
+                    format!(
+                        "{} ({} @ {:#x})",
+                        names[i].display, syms.syms[i].raw, syms.syms[i].addr
+                    )
+                })
+                .collect(),
+        });
+    }
+    hits.into_iter()
+        .map(|i| bin.function_match(i, &located, true))
+        .collect()
+}
+
+/// Lists probe-able functions like `bpftrace -l`: `pattern` is a glob over the
+/// main executable (default `*`) or `LIB:GLOB` for a library. `source` is
+/// filled in from DWARF only when the list is short, to keep listing fast.
+pub fn list(target: &Target, pattern: Option<&str>) -> Result<Vec<FunctionMatch>, Error> {
+    let (lib, pat) = match pattern.map(str::trim) {
+        None | Some("") => (None, "*"),
+        Some(p) => {
+            let (l, f) = split_spec(p);
+            (l, if f.is_empty() { "*" } else { f })
+        }
+    };
+    let scope = Scope::new(target)?;
+    let located = match lib {
+        None | Some("") => scope.main.clone(),
+        Some(l) => scope.find_lib(l)?,
+    };
+    let bin = Binary::open(&located.open, &located.display, &scope.root)?;
+    let hits = bin.find(pat, true);
+    let with_source = hits.len() <= 200;
+    let mut out: Vec<FunctionMatch> = hits
+        .into_iter()
+        .filter_map(|i| bin.function_match(i, &located, with_source).ok())
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_split() {
+        assert_eq!(split_spec("main"), (None, "main"));
+        assert_eq!(split_spec("libc:malloc"), (Some("libc"), "malloc"));
+        assert_eq!(split_spec("ns::Class::m"), (None, "ns::Class::m"));
+        assert_eq!(split_spec("/a/b.so:ns::f"), (Some("/a/b.so"), "ns::f"));
+    }
+
+    #[test]
+    fn errors_are_one_line() {
+        let e = Error::Stripped {
+            func: "f".into(),
+            binary: "/bin/x".into(),
+            build_id: Some("abcdef".into()),
+        };
+        let s = e.to_string();
+        assert!(!s.contains('\n'));
+        assert!(s.contains("/usr/lib/debug/.build-id/ab/cdef.debug"), "{s}");
+    }
+}

@@ -7,7 +7,10 @@ pub fn name(nr: u32) -> Option<&'static str> {
 
 /// The number of the system call called `name`.
 pub fn number(name: &str) -> Option<u32> {
-    NAMES.iter().position(|n| *n == Some(name)).map(|i| i as u32)
+    NAMES
+        .iter()
+        .position(|n| *n == Some(name))
+        .map(|i| i as u32)
 }
 
 static NAMES: [Option<&str>; 470] = [

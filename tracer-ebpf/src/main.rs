@@ -1,1 +1,339 @@
+//! The eBPF programs: where every event of a trace is born.
+//!
+//! - `func_entry` / `func_exit`: one uprobe/uretprobe pair shared by every probed function;
+//!   the attach cookie is the function's id in the probe table.
+//! - `sys_enter` / `sys_exit`: raw_syscalls tracepoints, for threads of traced processes.
+//! - `sched_switch`, `sched_wakeup`, `sched_wakeup_new`: the scheduler, for traced threads.
+//! - `task_newtask`, `sched_process_exit`, `task_rename`, `sched_process_exec`: thread
+//!   lifetimes and names; a new thread or child process of a traced process is traced too.
+//!
+//! Records go to the ring buffer of the CPU they happen on (no contention between CPUs)
+//! without waking the reader, which drains on a short timer. A record that finds its buffer
+//! full is counted in `COUNTERS[LOST]` for that CPU.
+#![cfg_attr(target_arch = "bpf", no_std)]
+#![cfg_attr(target_arch = "bpf", no_main)]
+
+#[cfg(not(target_arch = "bpf"))]
 fn main() {}
+
+#[cfg(target_arch = "bpf")]
+mod programs {
+    use aya_ebpf::{
+        bindings::{BPF_ANY, BPF_RB_NO_WAKEUP},
+        btf_maps::{ArrayOfMaps, HashMap, PerCpuArray, RingBuf},
+        helpers::{
+            bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_get_attach_cookie,
+            generated::bpf_get_smp_processor_id, generated::bpf_ktime_get_ns,
+        },
+        macros::{btf_map, tracepoint, uprobe, uretprobe},
+        programs::{ProbeContext, RetProbeContext, TracePointContext},
+        EbpfContext,
+    };
+    use tracer_abi::*;
+
+    #[btf_map]
+    static EVENTS: ArrayOfMaps<RingBuf<u8, { RING_BYTES as usize }>, { MAX_CPUS as usize }> =
+        ArrayOfMaps::new();
+
+    /// Traced processes (tgid -> 1): filters system calls and inherits to new threads.
+    #[btf_map]
+    static TGIDS: HashMap<u32, u32, { MAX_PROCESSES as usize }> = HashMap::new();
+
+    /// Traced threads (tid -> tgid): filters scheduler events, which carry tids only.
+    #[btf_map]
+    static TIDS: HashMap<u32, u32, { MAX_THREADS as usize }> = HashMap::new();
+
+    #[btf_map]
+    static COUNTERS: PerCpuArray<u64, { counter::COUNT as usize }> = PerCpuArray::new();
+
+    /// Tracepoint field offsets; the recorder sets them from tracefs before loading.
+    #[no_mangle]
+    static OFFSETS: Offsets = Offsets::DEFAULT;
+
+    #[inline(always)]
+    fn offsets() -> Offsets {
+        // SAFETY: a read of our own global; volatile so the loader's value is used, not
+        // the compile-time default.
+        unsafe { core::ptr::read_volatile(&OFFSETS) }
+    }
+
+    #[inline(always)]
+    fn bump(index: u32) {
+        if let Some(c) = COUNTERS.get_ptr_mut(index) {
+            // SAFETY: per-CPU slot, and BPF programs do not migrate while running.
+            unsafe { *c += 1 };
+        }
+    }
+
+    #[inline(always)]
+    fn header(tid: u32, kind: u16) -> Header {
+        Header {
+            // SAFETY: helper without preconditions.
+            ts: unsafe { bpf_ktime_get_ns() },
+            tid,
+            kind,
+            _pad: 0,
+        }
+    }
+
+    /// Sends `rec` to this CPU's ring buffer, or counts it as lost.
+    #[inline(always)]
+    fn emit<T: 'static>(rec: T) {
+        // SAFETY: helper without preconditions.
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        let Some(rb) = EVENTS.get(cpu) else {
+            bump(counter::LOST);
+            return;
+        };
+        match rb.reserve_untyped::<T>(0) {
+            Some(mut entry) => {
+                entry.write(rec);
+                entry.submit(BPF_RB_NO_WAKEUP as u64);
+            }
+            None => bump(counter::LOST),
+        }
+    }
+
+    #[inline(always)]
+    fn is_traced_tid(tid: u32) -> bool {
+        TIDS.get_ptr(tid).is_some()
+    }
+
+    #[inline(always)]
+    fn current() -> (u32, u32) {
+        let id = bpf_get_current_pid_tgid();
+        ((id >> 32) as u32, id as u32)
+    }
+
+    /// Reads field `$name` of the tracepoint record as `$ty`.
+    ///
+    /// The verifier only accepts context loads at constant offsets. When tracefs agrees with
+    /// the layout this was compiled for (the frozen `OFFSETS` says so, and the verifier
+    /// prunes the other branch), the load is direct; otherwise it goes through
+    /// bpf_probe_read_kernel at the offset tracefs gave.
+    macro_rules! field {
+        ($ctx:expr, $name:ident, $ty:ty) => {{
+            let offset = offsets().$name;
+            if offset == Offsets::DEFAULT.$name {
+                // SAFETY: a constant offset inside the record, checked by the verifier.
+                unsafe {
+                    core::ptr::read(
+                        $ctx.as_ptr()
+                            .cast::<u8>()
+                            .add(Offsets::DEFAULT.$name as usize)
+                            .cast::<$ty>(),
+                    )
+                }
+            } else {
+                // SAFETY: the offset comes from the tracepoint's own format file.
+                unsafe { $ctx.read_at::<$ty>(offset as usize) }.unwrap_or_default()
+            }
+        }};
+    }
+
+    /// Reads a 16-byte name field; through the helper, since its offset need not be
+    /// 8-byte aligned as direct context loads must be.
+    #[inline(always)]
+    fn comm_field(ctx: &TracePointContext, offset: u32) -> [u8; 16] {
+        // SAFETY: as for `field`.
+        unsafe { ctx.read_at(offset as usize) }.unwrap_or_default()
+    }
+
+    #[uprobe]
+    pub fn func_entry(ctx: ProbeContext) -> u32 {
+        // SAFETY: helper reading this program's attach cookie.
+        let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        let (_, tid) = current();
+        emit(FuncEntry {
+            h: header(tid, kind::FUNC_ENTRY),
+            func,
+            _pad: 0,
+        });
+        0
+    }
+
+    #[uretprobe]
+    pub fn func_exit(ctx: RetProbeContext) -> u32 {
+        // SAFETY: helper reading this program's attach cookie.
+        let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        let ret: u64 = ctx.ret();
+        let (_, tid) = current();
+        emit(FuncExit {
+            h: header(tid, kind::FUNC_EXIT),
+            func,
+            _pad: 0,
+            ret,
+        });
+        0
+    }
+
+    #[tracepoint]
+    pub fn sys_enter(ctx: TracePointContext) -> u32 {
+        let (tgid, tid) = current();
+        if TGIDS.get_ptr(tgid).is_none() {
+            return 0;
+        }
+        let nr = field!(ctx, sys_enter_id, i64);
+        if nr < 0 || nr as u32 == SYS_URETPROBE {
+            return 0;
+        }
+        emit(SysEnter {
+            h: header(tid, kind::SYS_ENTER),
+            nr: nr as u32,
+            _pad: 0,
+            arg0: field!(ctx, sys_enter_args, [u64; 3])[0],
+            arg2: field!(ctx, sys_enter_args, [u64; 3])[2],
+        });
+        0
+    }
+
+    #[tracepoint]
+    pub fn sys_exit(ctx: TracePointContext) -> u32 {
+        let (tgid, tid) = current();
+        if TGIDS.get_ptr(tgid).is_none() {
+            return 0;
+        }
+        let nr = field!(ctx, sys_exit_id, i64);
+        if nr < 0 || nr as u32 == SYS_URETPROBE {
+            return 0;
+        }
+        emit(SysExit {
+            h: header(tid, kind::SYS_EXIT),
+            nr: nr as u32,
+            _pad: 0,
+            ret: field!(ctx, sys_exit_ret, i64),
+        });
+        0
+    }
+
+    /// prev_state bits of a task that is gone: its final switch-out.
+    const EXIT_STATES: u32 = 0x10 | 0x20;
+
+    #[tracepoint]
+    pub fn sched_switch(ctx: TracePointContext) -> u32 {
+        let prev = field!(ctx, switch_prev_pid, u32);
+        let next = field!(ctx, switch_next_pid, u32);
+        let prev_traced = is_traced_tid(prev);
+        if !prev_traced && !is_traced_tid(next) {
+            return 0;
+        }
+        let prev_state = field!(ctx, switch_prev_state, i64);
+        let prev_state = prev_state as u32;
+        emit(Switch {
+            h: header(prev, kind::SWITCH),
+            next_tid: next,
+            prev_state,
+        });
+        if prev_traced && prev_state & EXIT_STATES != 0 {
+            // The thread will never run again: free its slot in the filter.
+            let _ = TIDS.remove(prev);
+        }
+        0
+    }
+
+    #[inline(always)]
+    fn wakeup(ctx: &TracePointContext, kind: u16) {
+        let wakee = field!(ctx, wakeup_pid, u32);
+        if !is_traced_tid(wakee) {
+            return;
+        }
+        let target_cpu = field!(ctx, wakeup_target_cpu, u32);
+        let (_, waker) = current();
+        emit(Wakeup {
+            h: header(waker, kind),
+            wakee,
+            target_cpu,
+        });
+    }
+
+    #[tracepoint]
+    pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
+        wakeup(&ctx, kind::WAKEUP);
+        0
+    }
+
+    #[tracepoint]
+    pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
+        wakeup(&ctx, kind::WAKEUP_NEW);
+        0
+    }
+
+    /// Runs in the parent, before the child can run: the child is in the filter before
+    /// its first event.
+    #[tracepoint]
+    pub fn task_newtask(ctx: TracePointContext) -> u32 {
+        let (tgid, tid) = current();
+        if TGIDS.get_ptr(tgid).is_none() {
+            return 0;
+        }
+        let child = field!(ctx, newtask_pid, u32);
+        let flags = field!(ctx, newtask_clone_flags, u64);
+        let child_tgid = if flags & CLONE_THREAD != 0 {
+            tgid
+        } else {
+            child
+        };
+        if TIDS.insert(child, child_tgid, BPF_ANY as u64).is_err() {
+            bump(counter::THREADS_FULL);
+        }
+        if child_tgid != tgid {
+            let _ = TGIDS.insert(child_tgid, 1, BPF_ANY as u64);
+        }
+        emit(NewTask {
+            h: header(tid, kind::NEW_TASK),
+            child_tid: child,
+            child_tgid,
+            comm: comm_field(&ctx, offsets().newtask_comm),
+        });
+        0
+    }
+
+    #[tracepoint]
+    pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+        let (tgid, tid) = current();
+        if !is_traced_tid(tid) {
+            return 0;
+        }
+        let group_dead = field!(ctx, exit_group_dead, u8);
+        if group_dead != 0 {
+            let _ = TGIDS.remove(tgid);
+        }
+        emit(Exit {
+            h: header(tid, kind::EXIT),
+            tgid,
+            group_dead: group_dead as u32,
+        });
+        0
+    }
+
+    #[tracepoint]
+    pub fn task_rename(ctx: TracePointContext) -> u32 {
+        let tid = field!(ctx, rename_pid, u32);
+        if !is_traced_tid(tid) {
+            return 0;
+        }
+        emit(Rename {
+            h: header(tid, kind::RENAME),
+            comm: comm_field(&ctx, offsets().rename_newcomm),
+        });
+        0
+    }
+
+    #[tracepoint]
+    pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
+        let (_, tid) = current();
+        if !is_traced_tid(tid) {
+            return 0;
+        }
+        emit(Rename {
+            h: header(tid, kind::EXEC),
+            comm: bpf_get_current_comm().unwrap_or_default(),
+        });
+        0
+    }
+
+    #[panic_handler]
+    fn panic(_info: &core::panic::PanicInfo) -> ! {
+        loop {}
+    }
+}

@@ -1,1 +1,156 @@
-fn main() {}
+//! `tracer`: record a server process's kernel and application events, and turn the trace
+//! into Paraver traces and summaries.
+
+mod dump;
+mod kernel;
+mod output;
+mod probes;
+mod procfs;
+mod record;
+mod tracefs;
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "tracer",
+    version,
+    about = "eBPF tracer for Linux server processes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Record a trace of running processes (--pid) or of a command (after --).
+    Record {
+        /// Process to trace (repeatable).
+        #[arg(short, long = "pid", value_name = "PID")]
+        pids: Vec<u32>,
+        /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
+        #[arg(short, long = "uprobe", value_name = "SPEC")]
+        uprobes: Vec<String>,
+        /// Probe every function a non-glob spec matches instead of refusing ambiguity.
+        #[arg(long)]
+        all_matches: bool,
+        /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or exit.
+        #[arg(short, long, value_parser = parse_duration)]
+        duration: Option<Duration>,
+        /// Trace file to write.
+        #[arg(short, long, default_value = "tracer.trace")]
+        output: PathBuf,
+        /// Overwrite the output file if it exists.
+        #[arg(short, long)]
+        force: bool,
+        /// No status line and no summary.
+        #[arg(short, long)]
+        quiet: bool,
+        /// Command to launch and trace from its first instruction.
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Print a trace file's records as text, one per line.
+    Dump {
+        /// Trace file.
+        file: PathBuf,
+    },
+}
+
+/// Parses `10s`, `250ms`, `2m`, `1h`, `3us`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration `{s}` (try 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in `{s}` (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("duration must be positive: `{s}`"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Record {
+            pids,
+            uprobes,
+            all_matches,
+            duration,
+            output,
+            force,
+            quiet,
+            command,
+        } => {
+            if pids.is_empty() && command.is_empty() {
+                bail!("nothing to trace: give --pid PID or a command after --");
+            }
+            let opts = record::RecordOptions {
+                pids,
+                command,
+                uprobes,
+                allow_multiple: all_matches,
+                duration,
+                output,
+                force,
+                quiet,
+            };
+            let summary = record::record(&opts)?;
+            if !opts.quiet {
+                record::print_summary(&summary, &opts.output)?;
+            }
+            Ok(())
+        }
+        Command::Dump { file } => dump::dump(&file),
+    }
+}
+
+fn main() -> ExitCode {
+    // A closed stdout (e.g. `tracer dump | head`) ends the program quietly.
+    // SAFETY: restoring the default disposition of SIGPIPE.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let msg = format!("{e:#}").replace('\n', "; ");
+            eprintln!("tracer: error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

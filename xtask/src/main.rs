@@ -1,1 +1,50 @@
-fn main() {}
+//! `cargo xtask`: everything beyond plain cargo, one file per task.
+
+mod bench;
+mod build;
+mod demo;
+mod setup;
+mod test;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install the eBPF toolchain (pinned nightly, rust-src, bpf-linker) and mount tracefs.
+    Setup,
+    /// Build the eBPF programs and the `tracer` binary (release).
+    Build,
+    /// Build, then run every test (end-to-end tests need root).
+    Test {
+        /// Extra arguments for `cargo test` (e.g. a test name filter).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Trace the fixture server under load, then convert and summarize the trace.
+    Demo,
+    /// Measure overheads and throughputs side by side.
+    Bench,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result: Result<()> = match cli.task {
+        Task::Setup => setup::run(),
+        Task::Build => build::run().map(|_| ()),
+        Task::Test { args } => test::run(&args),
+        Task::Demo => demo::run(),
+        Task::Bench => bench::run(),
+    };
+    if let Err(e) = result {
+        eprintln!("xtask: error: {e:#}");
+        std::process::exit(1);
+    }
+}

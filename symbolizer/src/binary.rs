@@ -1,0 +1,150 @@
+//! A binary with its lazily built symbol index and DWARF context.
+
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+
+use crate::dwarf::DwarfCtx;
+use crate::elf::{find_debug_file, ElfInfo, SymbolIndex};
+use crate::glob::{glob_match, suggest};
+use crate::target::Located;
+use crate::{probe, Error, Frame, FunctionMatch};
+
+pub(crate) struct Binary {
+    pub elf: ElfInfo,
+    pub debug: Option<ElfInfo>,
+    root: PathBuf,
+    symbols: OnceCell<SymbolIndex>,
+    dwarf: OnceCell<Option<DwarfCtx>>,
+}
+
+impl Binary {
+    /// Opens `open` (the path we can read) for a binary the target knows as `display`;
+    /// `root` is the target's filesystem root for debug-file lookup.
+    pub fn open(open: &Path, display: &str, root: &Path) -> Result<Binary, Error> {
+        let elf = ElfInfo::open(open)?;
+        Ok(Self::from_elf(elf, display, root))
+    }
+
+    pub fn from_elf(elf: ElfInfo, display: &str, root: &Path) -> Binary {
+        let debug = if elf.has_symtab && elf.has_dwarf {
+            None
+        } else {
+            find_debug_file(&elf, Path::new(display), root)
+        };
+        Binary {
+            elf,
+            debug,
+            root: root.to_path_buf(),
+            symbols: OnceCell::new(),
+            dwarf: OnceCell::new(),
+        }
+    }
+
+    pub fn symbols(&self) -> &SymbolIndex {
+        self.symbols
+            .get_or_init(|| SymbolIndex::build(&self.elf, self.debug.as_ref()))
+    }
+
+    pub fn dwarf(&self) -> Option<&DwarfCtx> {
+        self.dwarf
+            .get_or_init(|| {
+                let src = match &self.debug {
+                    Some(d) if d.has_dwarf => d,
+                    _ if self.elf.has_dwarf => &self.elf,
+                    _ => return None,
+                };
+                DwarfCtx::load(src, &self.root)
+            })
+            .as_ref()
+    }
+
+    /// Indices of matching symbols, one per address (the best-ranked matching alias).
+    pub fn find(&self, func: &str, is_glob: bool) -> Vec<usize> {
+        let idx = self.symbols();
+        let names = idx.names();
+        let mut out: Vec<usize> = Vec::new();
+        for (i, s) in idx.syms.iter().enumerate() {
+            let n = &names[i];
+            let hit = if is_glob {
+                glob_match(func, &n.display)
+                    || glob_match(func, &s.raw)
+                    || (!n.no_params.is_empty() && glob_match(func, &n.no_params))
+            } else {
+                func == n.display
+                    || func == s.raw
+                    || (!n.full.is_empty() && func == n.full)
+                    || (!n.no_params.is_empty() && func == n.no_params)
+            };
+            if hit {
+                // Sorted by (addr, rank): the first hit at an address is the best alias.
+                if out.last().is_some_and(|&j| idx.syms[j].addr == s.addr) {
+                    continue;
+                }
+                out.push(i);
+            }
+        }
+        out
+    }
+
+    pub fn suggest(&self, func: &str) -> Vec<String> {
+        let names = self.symbols().names();
+        suggest(func, names.iter().map(|n| n.display.as_str()), 5)
+    }
+
+    pub fn function_match(
+        &self,
+        i: usize,
+        loc: &Located,
+        with_source: bool,
+    ) -> Result<FunctionMatch, Error> {
+        let idx = self.symbols();
+        let s = &idx.syms[i];
+        let name = idx.names()[i].display.clone();
+        let off = self
+            .elf
+            .vaddr_to_offset(s.addr)
+            .ok_or_else(|| Error::NotLoadable {
+                path: loc.open.clone(),
+                func: name.clone(),
+                addr: s.addr,
+            })?;
+        let p = probe::analyze(self.elf.bytes_at_offset(off, 16));
+        let source = if with_source {
+            self.dwarf().and_then(|d| d.decl_source(s.addr))
+        } else {
+            None
+        };
+        Ok(FunctionMatch {
+            name,
+            symbol: s.raw.clone(),
+            binary: loc.open.clone(),
+            display_binary: loc.display.clone(),
+            build_id: self.elf.build_id.clone(),
+            address: s.addr,
+            size: s.size,
+            file_offset: off + p.skipped,
+            skipped: p.skipped,
+            source,
+            warning: p.warning,
+        })
+    }
+
+    /// Frames for an ELF virtual address; always at least one frame.
+    pub fn symbolize(&self, vaddr: u64) -> Vec<Frame> {
+        let mut frames = self.dwarf().map(|d| d.frames(vaddr)).unwrap_or_default();
+        let needs_name = frames.last().is_none_or(|f| f.function.is_none());
+        if needs_name {
+            let idx = self.symbols();
+            let name = idx.lookup(vaddr).map(|i| idx.names()[i].display.clone());
+            match frames.last_mut() {
+                Some(f) => f.function = name,
+                None => frames.push(Frame {
+                    function: name,
+                    file: None,
+                    line: None,
+                }),
+            }
+        }
+        frames
+    }
+}

@@ -1,0 +1,96 @@
+//! Symbol demangling shared by matching and symbolization.
+
+/// The names a raw symbol may be known by.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Names {
+    /// Preferred display name: Rust without the hash, C++ with its parameter list.
+    pub display: String,
+    /// Full demangled form (Rust with hash); empty when identical to `display`.
+    pub full: String,
+    /// C++ name without parameters (`ns::Class::method`), empty if not C++.
+    pub no_params: String,
+}
+
+/// Rust legacy symbols are `_ZN...17h<16 hex>E`; C++ also uses `_ZN`, and
+/// rustc-demangle accepts many C++ names, so the hash is the tell.
+fn is_rust_legacy(raw: &str) -> bool {
+    let s = raw.split('.').next().unwrap_or(raw);
+    if !s.starts_with("_ZN") || !s.ends_with('E') || s.len() < 24 {
+        return false;
+    }
+    let tail = &s[s.len() - 20..s.len() - 1];
+    tail.starts_with("17h") && tail[3..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Demangles `raw` (Rust legacy/v0 or C++ Itanium); plain C names come back as is.
+pub(crate) fn demangle(raw: &str) -> Names {
+    if raw.starts_with("_R") || is_rust_legacy(raw) {
+        if let Ok(d) = rustc_demangle::try_demangle(raw) {
+            let display = format!("{d:#}");
+            let full = d.to_string();
+            return Names {
+                full: if full != display { full } else { String::new() },
+                display,
+                no_params: String::new(),
+            };
+        }
+    }
+    if raw.starts_with("_Z") {
+        // GCC clones (`foo.cold`, `_Z3fooi.constprop.0`) carry suffixes cpp_demangle rejects.
+        let (base, suffix) = match raw.find('.') {
+            Some(i) => (&raw[..i], &raw[i..]),
+            None => (raw, ""),
+        };
+        if let Ok(sym) = cpp_demangle::Symbol::new(base) {
+            let opts = cpp_demangle::DemangleOptions::new();
+            if let Ok(full) = sym.demangle_with_options(&opts) {
+                let no_params = sym
+                    .demangle_with_options(&opts.no_params())
+                    .unwrap_or_default();
+                return Names {
+                    display: format!("{full}{suffix}"),
+                    full: String::new(),
+                    no_params: if no_params != full {
+                        format!("{no_params}{suffix}")
+                    } else {
+                        String::new()
+                    },
+                };
+            }
+        }
+    }
+    Names {
+        display: raw.to_string(),
+        ..Names::default()
+    }
+}
+
+/// Demangled display name for a name found in DWARF or a symbol table.
+pub(crate) fn display_name(raw: &str) -> String {
+    demangle(raw).display
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_legacy_drops_hash() {
+        let n = demangle("_ZN4core3fmt5write17h0123456789abcdefE");
+        assert_eq!(n.display, "core::fmt::write");
+        assert_eq!(n.full, "core::fmt::write::h0123456789abcdef");
+    }
+
+    #[test]
+    fn cpp_keeps_params_and_no_params_alias() {
+        let n = demangle("_ZN2ns5Class6methodEi");
+        assert_eq!(n.display, "ns::Class::method(int)");
+        assert_eq!(n.no_params, "ns::Class::method");
+    }
+
+    #[test]
+    fn c_passthrough() {
+        assert_eq!(demangle("malloc").display, "malloc");
+        assert_eq!(demangle("_Zbogus").display, "_Zbogus");
+    }
+}

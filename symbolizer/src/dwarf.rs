@@ -1,0 +1,186 @@
+//! DWARF access through addr2line: inlined frames, and declaration lines.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use addr2line::{LookupContinuation, LookupResult, SplitDwarfLoad};
+use gimli::Reader;
+use object::{Object, ObjectSection};
+
+use crate::demangle::display_name;
+use crate::elf::ElfInfo;
+use crate::Frame;
+
+pub(crate) type R = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+
+fn load_sections(elf: &ElfInfo, dwo: bool) -> Result<gimli::Dwarf<R>, gimli::Error> {
+    let f = elf.object();
+    let endian = if f.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    let load = |id: gimli::SectionId| -> Result<R, gimli::Error> {
+        let name = if dwo { id.dwo_name() } else { Some(id.name()) };
+        // Copy (and decompress SHF_COMPRESSED / .zdebug) into an owned buffer so the
+        // reader does not borrow the mapping; only the sections addr2line asks for.
+        let data: Cow<'_, [u8]> = name
+            .and_then(|n| f.section_by_name(n))
+            .filter(|s| s.kind() != object::SectionKind::UninitializedData)
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or(Cow::Borrowed(&[]));
+        Ok(R::new(Arc::from(&*data), endian))
+    };
+    gimli::Dwarf::load(load)
+}
+
+/// A DWARF context for one binary (from the binary itself or its debug file).
+pub(crate) struct DwarfCtx {
+    ctx: addr2line::Context<R>,
+}
+
+impl DwarfCtx {
+    /// Loads DWARF from `elf`, plus the dwz supplementary file if one is linked and found.
+    pub fn load(elf: &ElfInfo, root: &Path) -> Option<DwarfCtx> {
+        let mut dwarf = load_sections(elf, false).ok()?;
+        if let Some((alt, _id)) = &elf.debugaltlink {
+            let alt_path = resolve_altlink(&elf.path, alt, root);
+            if let Some(sup) = alt_path.and_then(|p| ElfInfo::open(&p).ok()) {
+                if let Ok(sup_dwarf) = load_sections(&sup, false) {
+                    dwarf.set_sup(sup_dwarf);
+                }
+            }
+        }
+        let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
+        Some(DwarfCtx { ctx })
+    }
+
+    fn run<L>(&self, mut r: LookupResult<L>) -> L::Output
+    where
+        L: LookupContinuation<Buf = R>,
+    {
+        loop {
+            match r {
+                LookupResult::Output(o) => return o,
+                LookupResult::Load { load, continuation } => {
+                    r = continuation.resume(load_dwo(&load));
+                }
+            }
+        }
+    }
+
+    /// Frames at `vaddr`, innermost inlined frame first.
+    pub fn frames(&self, vaddr: u64) -> Vec<Frame> {
+        let mut out = Vec::new();
+        let Ok(mut iter) = self.run(self.ctx.find_frames(vaddr)) else {
+            return out;
+        };
+        while let Ok(Some(f)) = iter.next() {
+            let function = f
+                .function
+                .as_ref()
+                .and_then(|n| n.raw_name().ok())
+                .map(|n| display_name(&n.as_ref()));
+            let (file, line) = match f.location {
+                Some(l) => (l.file.map(str::to_string), l.line),
+                None => (None, None),
+            };
+            out.push(Frame {
+                function,
+                file,
+                line,
+            });
+        }
+        out
+    }
+
+    /// "file:line" of the declaration of the (outermost) function at `vaddr`,
+    /// falling back to the line-table entry at that address.
+    pub fn decl_source(&self, vaddr: u64) -> Option<String> {
+        if let Some(s) = self.decl_from_die(vaddr) {
+            return Some(s);
+        }
+        let loc = self.ctx.find_location(vaddr).ok()??;
+        Some(format!("{}:{}", loc.file?, loc.line?))
+    }
+
+    fn decl_from_die(&self, vaddr: u64) -> Option<String> {
+        let mut iter = self.run(self.ctx.find_frames(vaddr)).ok()?;
+        let mut last = None;
+        while let Ok(Some(f)) = iter.next() {
+            last = f.dw_die_offset;
+        }
+        let offset = last?;
+        let unit = self.run(self.ctx.find_dwarf_and_unit(vaddr))?;
+        let mut entry = unit.entry(offset).ok()?;
+        // Out-of-line instances and C++ member definitions keep decl_* on the
+        // abstract origin / specification DIE.
+        for _ in 0..4 {
+            let file = match entry.attr_value(gimli::DW_AT_decl_file) {
+                Some(gimli::AttributeValue::FileIndex(i)) => Some(i),
+                Some(v) => v.udata_value(),
+                None => None,
+            };
+            let line = entry
+                .attr_value(gimli::DW_AT_decl_line)
+                .and_then(|v| v.udata_value());
+            if let (Some(file), Some(line)) = (file, line) {
+                let name = file_name(unit, file)?;
+                return Some(format!("{name}:{line}"));
+            }
+            let next = entry
+                .attr_value(gimli::DW_AT_abstract_origin)
+                .or_else(|| entry.attr_value(gimli::DW_AT_specification));
+            match next {
+                Some(gimli::AttributeValue::UnitRef(o)) => entry = unit.entry(o).ok()?,
+                _ => return None,
+            }
+        }
+        None
+    }
+}
+
+fn file_name(unit: gimli::UnitRef<'_, R>, index: u64) -> Option<String> {
+    let lp = unit.line_program.as_ref()?;
+    let header = lp.header();
+    let fe = header.file(index)?;
+    let name = unit.attr_string(fe.path_name()).ok()?;
+    let name = name.to_string_lossy().ok()?.into_owned();
+    let mut path = PathBuf::new();
+    if let Some(cd) = &unit.comp_dir {
+        path.push(&*cd.to_string_lossy().ok()?);
+    }
+    if let Some(dir) = fe.directory(header) {
+        if let Ok(d) = unit.attr_string(dir) {
+            path.push(&*d.to_string_lossy().ok()?);
+        }
+    }
+    path.push(name);
+    Some(path.to_string_lossy().into_owned())
+}
+
+fn resolve_altlink(debug_path: &Path, alt: &str, root: &Path) -> Option<PathBuf> {
+    let alt_p = Path::new(alt);
+    let mut cands = Vec::new();
+    if alt_p.is_absolute() {
+        cands.push(root.join(alt_p.strip_prefix("/").ok()?));
+        cands.push(alt_p.to_path_buf());
+    } else if let Some(dir) = debug_path.parent() {
+        cands.push(dir.join(alt_p));
+    }
+    cands.into_iter().find(|p| p.is_file())
+}
+
+/// Loads a split-DWARF .dwo file that a skeleton unit points at.
+fn load_dwo(load: &SplitDwarfLoad<R>) -> Option<Arc<gimli::Dwarf<R>>> {
+    let mut path = PathBuf::new();
+    if let Some(cd) = &load.comp_dir {
+        path.push(&*cd.to_string_lossy().ok()?);
+    }
+    path.push(&*load.path.as_ref()?.to_string_lossy().ok()?);
+    let elf = ElfInfo::open(&path).ok()?;
+    let mut dwarf = load_sections(&elf, true).ok()?;
+    dwarf.make_dwo(&load.parent);
+    Some(Arc::new(dwarf))
+}

@@ -1,0 +1,390 @@
+//! ELF loading: program headers, build-id, debug links, dependencies and
+//! function symbol tables (including separate debug files and MiniDebugInfo).
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use memmap2::Mmap;
+use object::elf;
+use object::read::elf::{ElfFile64, ProgramHeader, SectionHeader, Sym};
+use object::{Endianness, Object, ObjectSection};
+
+use crate::demangle::{demangle, Names};
+use crate::Error;
+
+type Elf64<'a> = ElfFile64<'a, Endianness>;
+
+/// Bytes of an ELF file: mapped for files on disk, owned for decompressed MiniDebugInfo.
+pub(crate) enum Bytes {
+    Map(Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Map(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Segment {
+    pub vaddr: u64,
+    pub memsz: u64,
+    pub offset: u64,
+    pub filesz: u64,
+}
+
+/// One parsed ELF file with the metadata we need up front.
+pub(crate) struct ElfInfo {
+    pub path: PathBuf,
+    pub bytes: Bytes,
+    pub loads: Vec<Segment>,
+    pub build_id: Option<String>,
+    pub debuglink: Option<String>,
+    pub debugaltlink: Option<(String, String)>,
+    pub needed: Vec<String>,
+    pub runpath: Vec<String>,
+    pub has_symtab: bool,
+    pub has_dwarf: bool,
+    pub has_debugdata: bool,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl ElfInfo {
+    /// Opens and validates `path` as a 64-bit ELF file.
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if len == 0 {
+            return Err(Error::not_elf(path, "empty file"));
+        }
+        // SAFETY: the mapping is read-only; a binary truncated under us could
+        // fault, which is the same trade-off every ELF tool on mmap makes.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        Self::parse(path.to_path_buf(), Bytes::Map(map))
+    }
+
+    pub fn parse(path: PathBuf, bytes: Bytes) -> Result<Self, Error> {
+        let (loads, build_id, debuglink, debugaltlink, needed, runpath, flags) = {
+            let data: &[u8] = &bytes;
+            if data.len() < 4 || &data[..4] != b"\x7fELF" {
+                return Err(Error::not_elf(&path, "not an ELF file"));
+            }
+            let f = Elf64::parse(data).map_err(|e| {
+                Error::not_elf(
+                    &path,
+                    &format!("unsupported or corrupt ELF ({e}); only 64-bit ELF is supported"),
+                )
+            })?;
+            let endian = f.endian();
+            let loads = f
+                .elf_program_headers()
+                .iter()
+                .filter(|p| p.p_type(endian) == elf::PT_LOAD)
+                .map(|p| Segment {
+                    vaddr: p.p_vaddr(endian),
+                    memsz: p.p_memsz(endian),
+                    offset: p.p_offset(endian),
+                    filesz: p.p_filesz(endian),
+                })
+                .collect::<Vec<_>>();
+            let build_id = f.build_id().ok().flatten().map(hex);
+            let debuglink = f
+                .gnu_debuglink()
+                .ok()
+                .flatten()
+                .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
+            let debugaltlink = f
+                .gnu_debugaltlink()
+                .ok()
+                .flatten()
+                .map(|(name, id)| (String::from_utf8_lossy(name).into_owned(), hex(id)));
+            let mut needed = Vec::new();
+            let mut runpath = Vec::new();
+            if let Ok(dynamic) = f.elf_dynamic_table() {
+                for d in dynamic.iter() {
+                    let Ok(s) = dynamic.string(d) else { continue };
+                    let s = String::from_utf8_lossy(s).into_owned();
+                    match d.tag {
+                        elf::DT_NEEDED => needed.push(s),
+                        elf::DT_RUNPATH | elf::DT_RPATH => {
+                            runpath.extend(s.split(':').filter(|x| !x.is_empty()).map(String::from))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            let sections = f.elf_section_table();
+            let has_symtab = sections
+                .iter()
+                .any(|s| s.sh_type(endian) == elf::SHT_SYMTAB && s.sh_size(endian) > 0);
+            let has_dwarf = f.section_by_name(".debug_info").is_some_and(|s| {
+                s.size() > 0 && s.kind() != object::SectionKind::UninitializedData
+            });
+            let has_debugdata = f.section_by_name(".gnu_debugdata").is_some();
+            (
+                loads,
+                build_id,
+                debuglink,
+                debugaltlink,
+                needed,
+                runpath,
+                (has_symtab, has_dwarf, has_debugdata),
+            )
+        };
+        Ok(ElfInfo {
+            path,
+            bytes,
+            loads,
+            build_id,
+            debuglink,
+            debugaltlink,
+            needed,
+            runpath,
+            has_symtab: flags.0,
+            has_dwarf: flags.1,
+            has_debugdata: flags.2,
+        })
+    }
+
+    pub fn object(&self) -> Elf64<'_> {
+        // Validated in `parse`.
+        Elf64::parse(&*self.bytes).expect("validated ELF")
+    }
+
+    /// File offset for a virtual address, from the PT_LOAD that contains it.
+    pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
+        self.loads
+            .iter()
+            .find(|s| vaddr >= s.vaddr && vaddr < s.vaddr + s.filesz.min(s.memsz))
+            .map(|s| vaddr - s.vaddr + s.offset)
+    }
+
+    /// Virtual address for a file offset (the inverse mapping used for /proc/PID/maps).
+    pub fn offset_to_vaddr(&self, off: u64) -> Option<u64> {
+        self.loads
+            .iter()
+            .find(|s| off >= s.offset && off < s.offset + s.filesz)
+            .map(|s| off - s.offset + s.vaddr)
+    }
+
+    pub fn bytes_at_offset(&self, off: u64, n: usize) -> &[u8] {
+        let data: &[u8] = &self.bytes;
+        let start = (off as usize).min(data.len());
+        let end = start.saturating_add(n).min(data.len());
+        &data[start..end]
+    }
+}
+
+/// A function symbol as read from some table.
+#[derive(Clone, Debug)]
+pub(crate) struct RawSym {
+    pub addr: u64,
+    pub size: u64,
+    pub raw: String,
+    /// Lower is better when several names share an address.
+    pub rank: u8,
+}
+
+/// Sorted function symbols of one binary (all tables merged).
+pub(crate) struct SymbolIndex {
+    /// Sorted by (addr, rank, name).
+    pub syms: Vec<RawSym>,
+    names: OnceLock<Vec<Names>>,
+    /// True if we had a full symbol table (.symtab, debug file or MiniDebugInfo),
+    /// false if only .dynsym was available.
+    pub complete: bool,
+}
+
+fn bind_rank(bind: u8, from_dynsym: bool, name: &str) -> u8 {
+    let b = match bind {
+        elf::STB_GLOBAL => 0,
+        elf::STB_WEAK => 1,
+        _ => 2,
+    };
+    // Prefer public spellings (`malloc` over `__libc_malloc`).
+    let underscores = name.bytes().take_while(|&c| c == b'_').count().min(3) as u8;
+    let mut r = b * 8 + underscores;
+    if from_dynsym {
+        r += 1;
+    }
+    r
+}
+
+fn collect_syms(f: &Elf64<'_>, dynamic: bool, out: &mut Vec<RawSym>) {
+    let endian = f.endian();
+    let table = if dynamic {
+        f.elf_dynamic_symbol_table()
+    } else {
+        f.elf_symbol_table()
+    };
+    for sym in table.symbols() {
+        let ty = sym.st_type();
+        if ty != elf::STT_FUNC && ty != elf::STT_GNU_IFUNC {
+            continue;
+        }
+        if sym.st_shndx(endian) == elf::SHN_UNDEF {
+            continue;
+        }
+        let addr = sym.st_value(endian);
+        if addr == 0 {
+            continue;
+        }
+        let Ok(name) = table.symbol_name(endian, sym) else {
+            continue;
+        };
+        if name.is_empty() {
+            continue;
+        }
+        let raw = String::from_utf8_lossy(name).into_owned();
+        out.push(RawSym {
+            addr,
+            size: sym.st_size(endian),
+            rank: bind_rank(sym.st_bind(), dynamic, &raw),
+            raw,
+        });
+    }
+}
+
+/// Decompresses the xz MiniDebugInfo payload of `.gnu_debugdata`.
+fn minidebuginfo(f: &Elf64<'_>) -> Option<Vec<u8>> {
+    let sec = f.section_by_name(".gnu_debugdata")?;
+    let data = sec.data().ok()?;
+    let mut out = Vec::new();
+    lzma_rs::xz_decompress(&mut std::io::Cursor::new(data), &mut out).ok()?;
+    Some(out)
+}
+
+impl SymbolIndex {
+    /// Builds the index from the binary, its debug file and MiniDebugInfo.
+    pub fn build(bin: &ElfInfo, debug: Option<&ElfInfo>) -> SymbolIndex {
+        let mut syms = Vec::new();
+        let f = bin.object();
+        collect_syms(&f, false, &mut syms);
+        collect_syms(&f, true, &mut syms);
+        let mut complete = bin.has_symtab;
+        if let Some(d) = debug {
+            if d.has_symtab {
+                collect_syms(&d.object(), false, &mut syms);
+                complete = true;
+            }
+        }
+        if bin.has_debugdata {
+            if let Some(bytes) = minidebuginfo(&f) {
+                if let Ok(mini) = ElfInfo::parse(bin.path.clone(), Bytes::Owned(bytes)) {
+                    collect_syms(&mini.object(), false, &mut syms);
+                    complete = true;
+                }
+            }
+        }
+        syms.sort_by(|a, b| (a.addr, a.rank, &a.raw).cmp(&(b.addr, b.rank, &b.raw)));
+        // Same name at the same address comes from several tables; keep one.
+        let mut seen = HashSet::new();
+        syms.retain(|s| seen.insert((s.addr, s.raw.clone())));
+        // Sizes may be missing (0) in one table and present in another.
+        let mut i = 0;
+        while i < syms.len() {
+            let mut j = i;
+            let mut size = 0;
+            while j < syms.len() && syms[j].addr == syms[i].addr {
+                size = size.max(syms[j].size);
+                j += 1;
+            }
+            for s in &mut syms[i..j] {
+                s.size = size;
+            }
+            i = j;
+        }
+        SymbolIndex {
+            syms,
+            names: OnceLock::new(),
+            complete,
+        }
+    }
+
+    /// Demangled names, parallel to `syms`; computed on first use because
+    /// address-only lookups never need most of them.
+    pub fn names(&self) -> &[Names] {
+        self.names
+            .get_or_init(|| self.syms.iter().map(|s| demangle(&s.raw)).collect())
+    }
+
+    /// Index of the best symbol covering `addr` (binary search on start address).
+    pub fn lookup(&self, addr: u64) -> Option<usize> {
+        let idx = self.syms.partition_point(|s| s.addr <= addr);
+        if idx == 0 {
+            return None;
+        }
+        let mut i = idx - 1;
+        let start = self.syms[i].addr;
+        // Walk back to the best-ranked alias at this address.
+        while i > 0 && self.syms[i - 1].addr == start {
+            i -= 1;
+        }
+        let s = &self.syms[i];
+        let within = if s.size > 0 {
+            addr < s.addr + s.size
+        } else {
+            // Unsized symbols (hand-written asm) extend to the next symbol.
+            self.syms.get(idx).is_some_and(|n| addr < n.addr) || idx == self.syms.len()
+        };
+        within.then_some(i)
+    }
+}
+
+/// Candidate directories where a separate debug file may live.
+pub(crate) fn find_debug_file(bin: &ElfInfo, display: &Path, root: &Path) -> Option<ElfInfo> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    let roots: Vec<PathBuf> = if root == Path::new("/") {
+        vec![PathBuf::from("/")]
+    } else {
+        vec![root.to_path_buf(), PathBuf::from("/")]
+    };
+    if let Some(id) = &bin.build_id {
+        if id.len() > 2 {
+            for r in &roots {
+                candidates.push(r.join(format!(
+                    "usr/lib/debug/.build-id/{}/{}.debug",
+                    &id[..2],
+                    &id[2..]
+                )));
+            }
+        }
+    }
+    if let Some(link) = &bin.debuglink {
+        let real_dir = bin.path.parent().map(Path::to_path_buf).unwrap_or_default();
+        candidates.push(real_dir.join(link));
+        candidates.push(real_dir.join(".debug").join(link));
+        if let Some(ddir) = display.parent() {
+            let rel = ddir.strip_prefix("/").unwrap_or(ddir);
+            for r in &roots {
+                candidates.push(r.join("usr/lib/debug").join(rel).join(link));
+            }
+        }
+    }
+    for c in candidates {
+        if c == bin.path || !c.is_file() {
+            continue;
+        }
+        let Ok(d) = ElfInfo::open(&c) else { continue };
+        // A debug file for another build would give wrong answers silently.
+        if let (Some(a), Some(b)) = (&bin.build_id, &d.build_id) {
+            if a != b {
+                continue;
+            }
+        }
+        if d.has_symtab || d.has_dwarf {
+            return Some(d);
+        }
+    }
+    None
+}

@@ -1,0 +1,162 @@
+//! Address to (inlined) frames, with a per-binary cache.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::binary::Binary;
+use crate::elf::ElfInfo;
+use crate::target::{host_path, read_maps, MapEntry};
+use crate::{Error, Frame};
+
+/// Identity of a file on disk, so a rebuilt binary at the same path is reloaded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_ns: i64,
+}
+
+/// Symbolizes addresses, caching parsed binaries by path and by build-id
+/// (the same library seen through several /proc/PID/root paths is parsed once).
+#[derive(Default)]
+pub struct Symbolizer {
+    bins: Vec<Binary>,
+    by_path: HashMap<PathBuf, (FileKey, usize)>,
+    by_build_id: HashMap<String, usize>,
+    maps: HashMap<u32, Vec<MapEntry>>,
+}
+
+/// `/proc/PID/root/usr/lib/x.so` -> (`/proc/PID/root`, `/usr/lib/x.so`).
+fn split_root(path: &Path) -> (PathBuf, String) {
+    let s = path.to_string_lossy();
+    if let Some(rest) = s.strip_prefix("/proc/") {
+        if let Some((pid, tail)) = rest.split_once('/') {
+            if pid.bytes().all(|b| b.is_ascii_digit()) {
+                if let Some(disp) = tail.strip_prefix("root/") {
+                    return (
+                        PathBuf::from(format!("/proc/{pid}/root")),
+                        format!("/{disp}"),
+                    );
+                }
+            }
+        }
+    }
+    (PathBuf::from("/"), s.into_owned())
+}
+
+impl Symbolizer {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn load(&mut self, path: &Path) -> Result<usize, Error> {
+        let md = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let key = FileKey {
+            dev: md.dev(),
+            ino: md.ino(),
+            size: md.size(),
+            mtime: md.mtime(),
+            mtime_ns: md.mtime_nsec(),
+        };
+        if let Some((k, i)) = self.by_path.get(path) {
+            if *k == key {
+                return Ok(*i);
+            }
+        }
+        let elf = ElfInfo::open(path)?;
+        if let Some(id) = &elf.build_id {
+            if let Some(&i) = self.by_build_id.get(id) {
+                self.by_path.insert(path.to_path_buf(), (key, i));
+                return Ok(i);
+            }
+        }
+        let (root, display) = split_root(path);
+        let id = elf.build_id.clone();
+        self.bins.push(Binary::from_elf(elf, &display, &root));
+        let i = self.bins.len() - 1;
+        self.by_path.insert(path.to_path_buf(), (key, i));
+        if let Some(id) = id {
+            self.by_build_id.insert(id, i);
+        }
+        Ok(i)
+    }
+
+    /// Frames for ELF virtual address `vaddr` in `binary`: innermost inlined
+    /// frame first, the outer function last. Always at least one frame; fields
+    /// are `None` when unknown.
+    pub fn symbolize(&mut self, binary: &Path, vaddr: u64) -> Result<Vec<Frame>, Error> {
+        let i = self.load(binary)?;
+        Ok(self.bins[i].symbolize(vaddr))
+    }
+
+    /// Frames for a runtime address in process `pid`, located through /proc/PID/maps.
+    pub fn symbolize_pid(&mut self, pid: u32, addr: u64) -> Result<Vec<Frame>, Error> {
+        let find = |maps: &[MapEntry]| {
+            maps.iter()
+                .find(|m| addr >= m.start && addr < m.end)
+                .cloned()
+        };
+        let mut entry = self.maps.get(&pid).and_then(|m| find(m));
+        if entry.is_none() {
+            // New mappings (dlopen) appear after we cached; re-read once.
+            let maps = read_maps(pid)?;
+            entry = find(&maps);
+            self.maps.insert(pid, maps);
+        }
+        let m = entry.ok_or(Error::AddressNotMapped { pid, addr })?;
+        if !m.path.starts_with('/') {
+            return Err(Error::NotFileBacked {
+                pid,
+                addr,
+                mapping: m.path,
+            });
+        }
+        let path = if m.deleted {
+            PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+        } else {
+            host_path(pid, &m.path)
+        };
+        let i = self.load(&path)?;
+        let file_off = addr - m.start + m.offset;
+        let vaddr = self.bins[i]
+            .elf
+            .offset_to_vaddr(file_off)
+            .ok_or(Error::AddressNotMapped { pid, addr })?;
+        Ok(self.bins[i].symbolize(vaddr))
+    }
+
+    /// Drops the cached memory map of `pid` (call when the process exec()s or exits).
+    pub fn forget_pid(&mut self, pid: u32) {
+        self.maps.remove(&pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_split() {
+        assert_eq!(
+            split_root(Path::new("/proc/12/root/usr/lib/libc.so.6")),
+            (
+                PathBuf::from("/proc/12/root"),
+                "/usr/lib/libc.so.6".to_string()
+            )
+        );
+        assert_eq!(
+            split_root(Path::new("/bin/ls")),
+            (PathBuf::from("/"), "/bin/ls".to_string())
+        );
+    }
+
+    #[test]
+    fn symbolizer_is_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Symbolizer>();
+    }
+}

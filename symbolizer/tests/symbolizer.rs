@@ -1,0 +1,646 @@
+//! Integration tests: every answer is checked against binutils (readelf, nm,
+//! objdump, addr2line) run on the same freshly built fixtures.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use symbolizer::{list, resolve, Error, FunctionMatch, Options, Symbolizer, Target};
+
+fn path(p: &Path) -> Target {
+    Target::Path(p.to_path_buf())
+}
+
+fn one(target: &Target, spec: &str) -> FunctionMatch {
+    let mut v =
+        resolve(target, spec, &Options::default()).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    assert_eq!(v.len(), 1, "{spec}: {v:?}");
+    v.pop().unwrap()
+}
+
+fn build_id(bin: &Path) -> Option<String> {
+    let out = run(std::process::Command::new("readelf").args(["-n", &bin.to_string_lossy()]));
+    out.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("Build ID: ")
+            .map(|s| s.trim().to_string())
+    })
+}
+
+fn norm(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Checks one match against readelf (symbols from `sym_file`, segments from
+/// the binary), objdump (first instruction) and addr2line (source line).
+fn check_match(m: &FunctionMatch, bin: &Path, sym_file: &Path, raw: &str) {
+    let rs = readelf_sym(sym_file, raw);
+    assert_eq!(m.symbol, raw);
+    assert_eq!(m.address, rs.value, "{raw} address");
+    assert_eq!(m.size, rs.size, "{raw} size");
+    assert_eq!(m.build_id, build_id(bin), "{raw} build-id");
+    let insns = first_insns(bin, m.address);
+    let endbr = insns.first().is_some_and(|i| i.starts_with("endbr64"));
+    assert_eq!(m.skipped, if endbr { 4 } else { 0 }, "{raw}: {insns:?}");
+    assert_eq!(
+        m.file_offset,
+        file_offset(bin, m.address) + m.skipped,
+        "{raw} file offset"
+    );
+    let next = norm(&insns[usize::from(endbr)]);
+    // What x86 uprobes emulate instead of single-stepping: push, nop, call/jmp/jcc rel.
+    let emulated = next.starts_with("push")
+        || next.starts_with("nop")
+        || next.starts_with("xchg %ax,%ax")
+        || next.starts_with("call")
+        || next.starts_with('j');
+    match &m.warning {
+        None => assert!(emulated, "{raw}: no warning but first insn is `{next}`"),
+        Some(w) => {
+            assert!(!emulated, "{raw}: warning {w:?} for `{next}`");
+            assert!(
+                w.contains("single-stepped by uprobes (~10 us per hit here)"),
+                "{w}"
+            );
+            let quoted = w.split('`').nth(1).unwrap();
+            if !quoted.starts_with("bytes ") && quoted.contains(' ') {
+                assert_eq!(quoted, next, "{raw}: mnemonic");
+            }
+        }
+    }
+    // Source: file from addr2line at the entry, line from the DIE's DW_AT_decl_line.
+    let a2l = addr2line(bin, &[m.address]);
+    let outer = a2l[0].last().unwrap();
+    let line = decl_line(sym_file, m.address).expect("decl_line in DWARF");
+    let want = format!("{}:{}", outer.file.clone().unwrap(), line);
+    assert_eq!(m.source.as_deref(), Some(want.as_str()), "{raw} source");
+}
+
+const PROG_FUNCS: &[&str] = &[
+    "compute_sum",
+    "compute_product",
+    "uses_inline",
+    "call_through",
+    "local_helper",
+    "main",
+];
+
+#[test]
+fn resolve_pie_with_endbr64_matches_binutils() {
+    let f = fixtures();
+    let t = path(&f.prog_pie);
+    for func in PROG_FUNCS {
+        let m = one(&t, func);
+        check_match(&m, &f.prog_pie, &f.prog_pie, func);
+        assert_eq!(m.name, *func);
+        assert_eq!(m.binary, f.prog_pie);
+        assert_eq!(m.display_binary, f.prog_pie.to_string_lossy());
+        assert_eq!(m.skipped, 4, "-fcf-protection puts endbr64 first in {func}");
+    }
+}
+
+#[test]
+fn resolve_non_pie_without_endbr64_matches_binutils() {
+    let f = fixtures();
+    let t = path(&f.prog_nopie);
+    let mut warned = 0;
+    for func in PROG_FUNCS {
+        let m = one(&t, func);
+        check_match(&m, &f.prog_nopie, &f.prog_nopie, func);
+        assert_eq!(m.skipped, 0);
+        // ET_EXEC: addresses are absolute, so offset != address.
+        assert_ne!(m.file_offset, m.address);
+        warned += usize::from(m.warning.is_some());
+    }
+    assert!(
+        warned > 0,
+        "fixture should contain a single-stepped prologue"
+    );
+}
+
+#[test]
+fn compressed_dwarf4_source_lines() {
+    let f = fixtures();
+    for func in PROG_FUNCS {
+        let m = one(&path(&f.prog_dw4z), func);
+        check_match(&m, &f.prog_dw4z, &f.prog_dw4z, func);
+    }
+}
+
+#[test]
+fn shared_library_by_short_name_and_path() {
+    let f = fixtures();
+    let t = path(&f.prog_pie);
+    let m = one(&t, "libfix:fixlib_add");
+    assert_eq!(m.binary, f.libfix);
+    check_match(&m, &f.libfix, &f.libfix, "fixlib_add");
+    let spec = format!("{}:fixlib_internal", f.libfix.display());
+    let m = one(&t, &spec);
+    check_match(&m, &f.libfix, &f.libfix, "fixlib_internal");
+    let m = one(&t, "libfix.so:fixlib_mul");
+    check_match(&m, &f.libfix, &f.libfix, "fixlib_mul");
+    // libc through DT_NEEDED of libfix/prog and the loader's search path.
+    let m = one(&t, "libc:malloc");
+    assert!(m.display_binary.contains("libc.so"), "{}", m.display_binary);
+    let rs = readelf_sym(&m.binary, "malloc");
+    assert_eq!(m.address, rs.value);
+}
+
+#[test]
+fn function_only_in_library_suggests_lib_spec() {
+    let f = fixtures();
+    let e = resolve(&path(&f.prog_pie), "fixlib_add", &Options::default()).unwrap_err();
+    assert!(matches!(e, Error::FoundInLibrary { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.contains("use libfix:fixlib_add"), "{msg}");
+    assert!(!msg.contains('\n'));
+}
+
+#[test]
+fn unknown_function_suggests_close_names() {
+    let f = fixtures();
+    let e = resolve(&path(&f.prog_pie), "compute_sun", &Options::default()).unwrap_err();
+    match &e {
+        Error::NoSuchFunction { suggestions, .. } => {
+            assert!(suggestions.len() <= 5);
+            assert_eq!(
+                suggestions.first().map(String::as_str),
+                Some("compute_sum"),
+                "{suggestions:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let msg = e.to_string();
+    assert!(
+        msg.contains("did you mean") && msg.contains("compute_sum"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'));
+}
+
+#[test]
+fn globs_and_ambiguous_names() {
+    let f = fixtures();
+    let t = path(&f.prog_pie);
+    let mut v = resolve(&t, "compute_*", &Options::default()).unwrap();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<_> = v.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["compute_product", "compute_sum"]);
+    assert_eq!(
+        resolve(&t, "[c]ompute_su?", &Options::default())
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let cpp = path(&f.cpp);
+    let e = resolve(&cpp, "ns::over", &Options::default()).unwrap_err();
+    match &e {
+        Error::Ambiguous { matches, .. } => assert_eq!(matches.len(), 2, "{matches:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains("ns::over(int)") && e.to_string().contains("ns::over(double)"));
+    let opts = Options {
+        allow_multiple: true,
+    };
+    let mut v = resolve(&cpp, "ns::over", &opts).unwrap();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<_> = v.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["ns::over(double)", "ns::over(int)"]);
+    for m in &v {
+        check_match(m, &f.cpp, &f.cpp, &m.symbol.clone());
+    }
+}
+
+#[test]
+fn cpp_method_demangled_like_nm() {
+    let f = fixtures();
+    let t = path(&f.cpp);
+    let m = one(&t, "ns::Class::method(int)");
+    assert_eq!(m.name, "ns::Class::method(int)");
+    assert_eq!(m.symbol, "_ZN2ns5Class6methodEi");
+    assert!(nm_demangled(&f.cpp)[&m.address].contains(&m.name));
+    check_match(&m, &f.cpp, &f.cpp, "_ZN2ns5Class6methodEi");
+    assert_eq!(one(&t, "ns::Class::method").address, m.address);
+    assert_eq!(one(&t, "_ZN2ns5Class6methodEi").address, m.address);
+    assert_eq!(one(&t, "ns::Class::*").address, m.address);
+}
+
+#[test]
+fn rust_symbols_demangled_without_hash() {
+    let f = fixtures();
+    let mut bins = vec![(f.rust_legacy.clone(), "_ZN")];
+    if let Some(v0) = &f.rust_v0 {
+        bins.push((v0.clone(), "_R"));
+    }
+    for (bin, prefix) in bins {
+        let t = path(&bin);
+        let m = one(&t, "rfix::worker::compute");
+        assert!(m.symbol.starts_with(prefix), "{}", m.symbol);
+        assert_eq!(m.name, "rfix::worker::compute");
+        assert!(nm_demangled(&bin)[&m.address].contains(&m.name));
+        check_match(&m, &bin, &bin, &m.symbol.clone());
+        assert_eq!(one(&t, &m.symbol).address, m.address);
+        assert_eq!(one(&t, "rfix::*::compute").address, m.address);
+    }
+}
+
+#[test]
+fn stripped_binary_uses_debuglink_file() {
+    let f = fixtures();
+    let t = path(&f.prog_stripped);
+    assert!(
+        readelf_funcs(&f.prog_stripped, false).is_empty(),
+        "fixture must be stripped"
+    );
+    let debug = f.prog_stripped.with_file_name("prog_stripped.debug");
+    for func in PROG_FUNCS {
+        let m = one(&t, func);
+        check_match(&m, &f.prog_stripped, &debug, func);
+    }
+}
+
+#[test]
+fn stripped_binary_without_debug_file_says_so() {
+    let f = fixtures();
+    let e = resolve(
+        &path(&f.prog_stripped_alone),
+        "local_helper",
+        &Options::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Stripped { .. }), "{e:?}");
+    let msg = e.to_string();
+    let id = build_id(&f.prog_stripped_alone).unwrap();
+    assert!(
+        msg.contains("stripped") && msg.contains("debug symbols") && msg.contains("non-stripped"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(".build-id/{}/{}.debug", &id[..2], &id[2..])),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'));
+}
+
+#[test]
+fn minidebuginfo_symbols() {
+    let f = fixtures();
+    let full = f.prog_mini.with_file_name("prog_mini.full");
+    assert!(
+        readelf_funcs(&f.prog_mini, false).is_empty(),
+        "fixture must be stripped"
+    );
+    for func in PROG_FUNCS {
+        let m = one(&path(&f.prog_mini), func);
+        let rs = readelf_sym(&full, func);
+        assert_eq!((m.address, m.size), (rs.value, rs.size), "{func}");
+        assert_eq!(
+            m.file_offset,
+            file_offset(&f.prog_mini, m.address) + m.skipped
+        );
+        assert_eq!(m.source, None, "MiniDebugInfo has no DWARF");
+    }
+}
+
+/// Addresses spread over every function of `sym_file`, up to `max`.
+fn sample_addresses(sym_file: &Path, max: usize) -> Vec<u64> {
+    let mut funcs = readelf_funcs(sym_file, false);
+    funcs.sort_by_key(|s| s.value);
+    funcs.dedup_by_key(|s| s.value);
+    let total: u64 = funcs.iter().map(|s| s.size).sum();
+    let step = (total / max as u64).max(1);
+    let mut out = Vec::new();
+    for s in &funcs {
+        let mut a = s.value;
+        out.push(a);
+        while a + step < s.value + s.size {
+            a += step;
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// binutils names the CU file for code without line info (crtstuff.c); that
+/// carries no line, so only the function is compared there.
+fn normalize(frames: Vec<A2lFrame>) -> Vec<A2lFrame> {
+    frames
+        .into_iter()
+        .map(|mut f| {
+            f.line = f.line.filter(|&l| l != 0);
+            if f.line.is_none() {
+                f.file = None;
+            }
+            f
+        })
+        .collect()
+}
+
+fn compare_with_addr2line(bin: &Path, sym_file: &Path, max: usize) {
+    compare_with_oracle(bin, bin, sym_file, max)
+}
+
+/// Symbolizes `bin` and compares with binutils addr2line run on `oracle_bin`
+/// (the same file, or an identical build when binutils cannot read `bin`).
+fn compare_with_oracle(bin: &Path, oracle_bin: &Path, sym_file: &Path, max: usize) {
+    let addrs = sample_addresses(sym_file, max);
+    assert!(!addrs.is_empty());
+    let theirs: Vec<Vec<A2lFrame>> = addr2line(oracle_bin, &addrs)
+        .into_iter()
+        .map(normalize)
+        .collect();
+    assert_eq!(theirs.len(), addrs.len());
+    let mut s = Symbolizer::new();
+    let mut mismatches = Vec::new();
+    let mut with_lines = 0;
+    for (a, t) in addrs.iter().zip(&theirs) {
+        let ours = s.symbolize(bin, *a).unwrap();
+        let ours = normalize(
+            ours.into_iter()
+                .map(|f| A2lFrame {
+                    function: f.function,
+                    file: f.file,
+                    line: f.line,
+                })
+                .collect(),
+        );
+        with_lines += usize::from(ours.last().is_some_and(|f| f.line.is_some()));
+        if &ours != t {
+            mismatches.push(format!("{a:#x}: ours {ours:?} addr2line {t:?}"));
+        }
+    }
+    assert!(
+        with_lines * 2 > addrs.len(),
+        "{}: most addresses should have lines",
+        bin.display()
+    );
+    assert!(
+        mismatches.is_empty(),
+        "{}: {} of {} differ, first: {:#?}",
+        bin.display(),
+        mismatches.len(),
+        addrs.len(),
+        &mismatches[..mismatches.len().min(5)]
+    );
+}
+
+#[test]
+fn symbolize_matches_addr2line_c() {
+    let f = fixtures();
+    compare_with_addr2line(&f.prog_pie, &f.prog_pie, 2000);
+    compare_with_addr2line(&f.prog_nopie, &f.prog_nopie, 2000);
+    compare_with_addr2line(&f.libfix, &f.libfix, 500);
+}
+
+#[test]
+fn symbolize_matches_addr2line_dwarf4_compressed() {
+    let f = fixtures();
+    compare_with_addr2line(&f.prog_dw4z, &f.prog_dw4z, 2000);
+}
+
+#[test]
+fn symbolize_matches_addr2line_debuglink() {
+    let f = fixtures();
+    let debug = f.prog_stripped.with_file_name("prog_stripped.debug");
+    compare_with_addr2line(&f.prog_stripped, &debug, 2000);
+}
+
+#[test]
+fn symbolize_matches_addr2line_split_dwarf() {
+    let f = fixtures();
+    // binutils 2.40 does not follow .dwo files: use an identical non-split build
+    // as the oracle, after checking that the code is the same.
+    let nm = |p: &Path| run(std::process::Command::new("nm").arg(p));
+    assert_eq!(nm(&f.prog_split), nm(&f.prog_plain));
+    compare_with_oracle(&f.prog_split, &f.prog_plain, &f.prog_split, 2000);
+}
+
+#[test]
+fn symbolize_matches_addr2line_cpp_and_rust() {
+    let f = fixtures();
+    compare_with_addr2line(&f.cpp, &f.cpp, 2000);
+    compare_with_addr2line(&f.rust_legacy, &f.rust_legacy, 3000);
+}
+
+#[test]
+fn symbolize_reports_inlined_frames() {
+    let f = fixtures();
+    let m = one(&path(&f.prog_pie), "uses_inline");
+    let mut s = Symbolizer::new();
+    let inlined = (m.address..m.address + m.size)
+        .map(|a| s.symbolize(&f.prog_pie, a).unwrap())
+        .find(|fr| fr.len() >= 2)
+        .expect("uses_inline has inlined frames");
+    assert_eq!(
+        inlined.last().unwrap().function.as_deref(),
+        Some("uses_inline")
+    );
+    assert!(
+        inlined[0].function.as_deref() == Some("square")
+            || inlined[0].function.as_deref() == Some("twice_square")
+    );
+}
+
+#[test]
+fn pid_target_exe_and_mapped_libraries() {
+    let f = fixtures();
+    let p = start_sleeper(&f.prog_pie);
+    let pid = p.pid();
+    let t = Target::Pid(pid);
+    let m = one(&t, "compute_sum");
+    assert_eq!(
+        m.binary,
+        PathBuf::from(format!("/proc/{pid}/root{}", f.prog_pie.display()))
+    );
+    assert_eq!(m.display_binary, f.prog_pie.to_string_lossy());
+    check_match(&m, &f.prog_pie, &f.prog_pie, "compute_sum");
+
+    let m = one(&t, "libfix:fixlib_mul");
+    assert_eq!(m.display_binary, f.libfix.to_string_lossy());
+    check_match(&m, &f.libfix, &f.libfix, "fixlib_mul");
+
+    let m = one(&t, "libc:malloc");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(
+        maps.contains(&m.display_binary),
+        "{} not in maps",
+        m.display_binary
+    );
+    assert!(m.binary.starts_with(format!("/proc/{pid}/root")));
+    assert_eq!(m.address, readelf_sym(&m.binary, "malloc").value);
+
+    let e = resolve(&t, "fixlib_add", &Options::default()).unwrap_err();
+    assert!(e.to_string().contains("use libfix:fixlib_add"), "{e}");
+    let e = resolve(&t, "libnotthere:foo", &Options::default()).unwrap_err();
+    assert!(matches!(e, Error::LibraryNotFound { .. }), "{e:?}");
+    assert!(
+        e.to_string().contains("libfix.so"),
+        "lists loaded libraries: {e}"
+    );
+}
+
+/// Runtime address of `vaddr` in `file` for a process, from /proc/PID/maps.
+fn runtime_addr(pid: u32, file: &Path, vaddr: u64) -> u64 {
+    let off = file_offset(file, vaddr);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    for l in maps.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 6 || Path::new(f[5]) != file {
+            continue;
+        }
+        let (start, end) = f[0].split_once('-').unwrap();
+        let (start, end) = (
+            u64::from_str_radix(start, 16).unwrap(),
+            u64::from_str_radix(end, 16).unwrap(),
+        );
+        let moff = u64::from_str_radix(f[2], 16).unwrap();
+        if off >= moff && off < moff + (end - start) {
+            return start + off - moff;
+        }
+    }
+    panic!("{vaddr:#x} of {} not mapped", file.display());
+}
+
+#[test]
+fn symbolize_pid_matches_addr2line() {
+    let f = fixtures();
+    let p = start_sleeper(&f.prog_pie);
+    let pid = p.pid();
+    let mut s = Symbolizer::new();
+    for (file, func) in [
+        (&f.prog_pie, "compute_sum"),
+        (&f.prog_pie, "uses_inline"),
+        (&f.libfix, "fixlib_add"),
+    ] {
+        let sym = readelf_sym(file, func);
+        let vaddrs: Vec<u64> = (0..sym.size).step_by(3).map(|o| sym.value + o).collect();
+        let theirs = addr2line(file, &vaddrs);
+        for (v, t) in vaddrs.iter().zip(theirs) {
+            let rt = runtime_addr(pid, file, *v);
+            let ours = s.symbolize_pid(pid, rt).unwrap();
+            let ours = normalize(
+                ours.into_iter()
+                    .map(|f| A2lFrame {
+                        function: f.function,
+                        file: f.file,
+                        line: f.line,
+                    })
+                    .collect(),
+            );
+            assert_eq!(ours, normalize(t), "{func}+{:#x}", v - sym.value);
+        }
+    }
+    let e = s.symbolize_pid(pid, 0x10).unwrap_err();
+    assert!(matches!(e, Error::AddressNotMapped { .. }), "{e:?}");
+}
+
+#[test]
+fn no_such_process() {
+    let t = Target::Pid(999_999_999);
+    let e = resolve(&t, "main", &Options::default()).unwrap_err();
+    assert!(matches!(e, Error::NoSuchProcess(999_999_999)), "{e:?}");
+    assert_eq!(e.to_string(), "no such process: 999999999");
+    assert!(matches!(
+        list(&t, None).unwrap_err(),
+        Error::NoSuchProcess(_)
+    ));
+    assert!(matches!(
+        Symbolizer::new()
+            .symbolize_pid(999_999_999, 0x1000)
+            .unwrap_err(),
+        Error::NoSuchProcess(_)
+    ));
+}
+
+#[test]
+fn library_not_loaded_by_executable() {
+    let f = fixtures();
+    let e = resolve(&path(&f.prog_pie), "libnotthere:foo", &Options::default()).unwrap_err();
+    assert!(matches!(e, Error::LibraryNotFound { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("libnotthere") && msg.contains("libfix.so"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_files_are_errors_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "hello\n").unwrap();
+    let e = resolve(&path(&text), "main", &Options::default()).unwrap_err();
+    assert!(matches!(e, Error::NotElf { .. }), "{e:?}");
+    assert!(e.to_string().contains("not an ELF file"));
+    assert!(matches!(
+        Symbolizer::new().symbolize(&text, 0).unwrap_err(),
+        Error::NotElf { .. }
+    ));
+
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    assert!(matches!(
+        resolve(&path(&empty), "main", &Options::default()).unwrap_err(),
+        Error::NotElf { .. }
+    ));
+
+    let missing = dir.path().join("missing");
+    let e = resolve(&path(&missing), "main", &Options::default()).unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e:?}");
+    assert!(e.to_string().contains("missing"));
+
+    // Truncated and corrupted copies of a real ELF file.
+    let real = std::fs::read(&fixtures().prog_pie).unwrap();
+    for (i, len) in [4usize, 64, 200, 1000, real.len() / 2]
+        .into_iter()
+        .enumerate()
+    {
+        let p = dir.path().join(format!("trunc{i}"));
+        std::fs::write(&p, &real[..len]).unwrap();
+        let _ = resolve(&path(&p), "main", &Options::default());
+        let _ = list(&path(&p), None);
+        let _ = Symbolizer::new().symbolize(&p, 0x1139);
+    }
+    let mut corrupt = real.clone();
+    for b in corrupt.iter_mut().skip(64).step_by(97) {
+        *b ^= 0x5a;
+    }
+    let p = dir.path().join("corrupt");
+    std::fs::write(&p, &corrupt).unwrap();
+    let _ = resolve(&path(&p), "main", &Options::default());
+    let _ = Symbolizer::new().symbolize(&p, 0x1139);
+
+    let e = resolve(&path(&fixtures().prog_pie), "libfix:", &Options::default()).unwrap_err();
+    assert!(matches!(e, Error::BadSpec { .. }), "{e:?}");
+}
+
+#[test]
+fn list_like_bpftrace() {
+    let f = fixtures();
+    let t = path(&f.prog_pie);
+    let all = list(&t, None).unwrap();
+    let mut want: Vec<ReadelfSym> = readelf_funcs(&f.prog_pie, false);
+    want.sort_by_key(|s| s.value);
+    want.dedup_by_key(|s| s.value);
+    let mut got: Vec<u64> = all.iter().map(|m| m.address).collect();
+    got.sort();
+    assert_eq!(got, want.iter().map(|s| s.value).collect::<Vec<_>>());
+    for func in PROG_FUNCS {
+        assert!(all.iter().any(|m| m.name == *func), "{func} listed");
+    }
+    assert_eq!(list(&t, Some("compute_*")).unwrap().len(), 2);
+    let lib = list(&t, Some("libfix:*")).unwrap();
+    let mut names: Vec<_> = lib
+        .iter()
+        .map(|m| m.name.as_str())
+        .filter(|n| n.starts_with("fixlib"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["fixlib_add", "fixlib_internal", "fixlib_mul"]);
+    for m in &lib {
+        assert_eq!(m.file_offset, file_offset(&f.libfix, m.address) + m.skipped);
+    }
+}

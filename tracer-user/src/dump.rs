@@ -1,0 +1,158 @@
+//! `tracer dump`: a trace as text, one line per record, for debugging and tests.
+
+use std::{
+    fs::File,
+    io::{BufReader, BufWriter, Write},
+    path::Path,
+};
+
+use anyhow::{Context, Result};
+use trace_file::{
+    syscalls, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, Reader,
+    ThreadInfo, TraceHeader, Trailer,
+};
+
+/// Prints every chunk of `path` in file order. Records are printed as
+/// `TIME_NS cpu=N tid=N KIND fields`, with TIME_NS relative to the start of recording.
+pub fn dump(path: &Path) -> Result<()> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut reader = Reader::new(BufReader::with_capacity(1 << 20, file))
+        .with_context(|| format!("{}", path.display()))?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut start = 0u64;
+    let result = (|| -> Result<()> {
+        while let Some(chunk) = reader.next_chunk()? {
+            match chunk.kind {
+                ChunkKind::Header => {
+                    let h: TraceHeader = chunk.meta()?;
+                    start = h.start_ns;
+                    writeln!(
+                        out,
+                        "# header host={} kernel={} cpus={} clock={} start_ns={} monotonic_to_realtime_ns={} tracer={}",
+                        h.hostname, h.kernel, h.cpus, h.clock, h.start_ns, h.monotonic_to_realtime_ns, h.tracer_version
+                    )?;
+                    writeln!(out, "# command {}", h.command_line.join(" "))?;
+                }
+                ChunkKind::Process => {
+                    let p: ProcessInfo = chunk.meta()?;
+                    writeln!(
+                        out,
+                        "# process tgid={} exe={} launched={} cmdline={}",
+                        p.tgid,
+                        p.exe,
+                        p.launched,
+                        p.cmdline.join(" ")
+                    )?;
+                }
+                ChunkKind::Threads => {
+                    let threads: Vec<ThreadInfo> = chunk.meta()?;
+                    for t in threads {
+                        writeln!(
+                            out,
+                            "# thread tgid={} tid={} state={} name={}",
+                            t.tgid, t.tid, t.state, t.name
+                        )?;
+                    }
+                }
+                ChunkKind::Probes => {
+                    let probes: Vec<Probe> = chunk.meta()?;
+                    for p in probes {
+                        writeln!(
+                            out,
+                            "# probe id={} name={} binary={} address={:#x} file_offset={:#x} skipped={} source={}",
+                            p.id,
+                            p.name,
+                            p.binary,
+                            p.address,
+                            p.file_offset,
+                            p.skipped,
+                            p.source.as_deref().unwrap_or("-")
+                        )?;
+                    }
+                }
+                ChunkKind::Events => {
+                    for r in EventChunkDecoder::new(&chunk.payload, chunk.offset)? {
+                        let r = r?;
+                        let t = r.ts as i64 - start as i64;
+                        writeln!(
+                            out,
+                            "{t} cpu={} tid={} {}",
+                            r.cpu,
+                            r.tid,
+                            describe(&r.event)
+                        )?;
+                    }
+                }
+                ChunkKind::Lost => {
+                    let l: LostCounts = chunk.meta()?;
+                    writeln!(
+                        out,
+                        "# lost per_cpu={:?} threads_not_traced={}",
+                        l.per_cpu, l.threads_not_traced
+                    )?;
+                }
+                ChunkKind::Trailer => {
+                    let t: Trailer = chunk.meta()?;
+                    writeln!(
+                        out,
+                        "# trailer end_ns={} reason={} lost={} records={:?}",
+                        t.end_ns, t.reason, t.lost, t.records
+                    )?;
+                }
+                ChunkKind::Unknown(code) => writeln!(out, "# unknown chunk kind {code}")?,
+            }
+        }
+        Ok(())
+    })();
+    out.flush().ok();
+    result.with_context(|| format!("{}", path.display()))?;
+    if let Some(at) = reader.truncated_at() {
+        eprintln!(
+            "tracer: warning: {} ends inside a chunk at byte {at} (the recorder was killed?); everything before it was read",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+fn sys(nr: u32) -> String {
+    syscalls::name(nr).map_or_else(|| format!("sys_{nr}"), str::to_string)
+}
+
+/// One record's fields as `key=value` text.
+pub fn describe(e: &Event) -> String {
+    match *e {
+        Event::FuncEntry { func } => format!("func_entry func={func}"),
+        Event::FuncExit { func, ret } => format!("func_exit func={func} ret={}", ret as i64),
+        Event::SysEnter { nr, arg0, arg2 } => {
+            format!("sys_enter {} arg0={} arg2={}", sys(nr), arg0 as i64, arg2)
+        }
+        Event::SysExit { nr, ret } => format!("sys_exit {} ret={ret}", sys(nr)),
+        Event::Switch {
+            next_tid,
+            prev_state,
+        } => format!("switch next_tid={next_tid} prev_state={prev_state:#x}"),
+        Event::Wakeup {
+            wakee,
+            target_cpu,
+            new,
+        } => format!(
+            "{} wakee={wakee} target_cpu={target_cpu}",
+            if new { "wakeup_new" } else { "wakeup" }
+        ),
+        Event::NewTask {
+            child_tid,
+            child_tgid,
+            comm,
+        } => format!(
+            "new_task child_tid={child_tid} child_tgid={child_tgid} name={}",
+            comm.as_str()
+        ),
+        Event::Exit { tgid, group_dead } => {
+            format!("exit tgid={tgid} group_dead={}", group_dead as u8)
+        }
+        Event::Rename { comm } => format!("rename name={}", comm.as_str()),
+        Event::Exec { comm } => format!("exec name={}", comm.as_str()),
+    }
+}

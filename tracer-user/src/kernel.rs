@@ -1,0 +1,183 @@
+//! The kernel side of a recording: loading the eBPF programs, the per-CPU ring buffers,
+//! the filter of traced threads, and the loss counters.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use aya::{
+    maps::{ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, RingBuf},
+    programs::{
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
+        TracePoint, UProbe,
+    },
+    Ebpf, EbpfLoader,
+};
+use tracer_abi::{counter, Offsets, MAX_CPUS, RING_BYTES};
+
+/// The eBPF object built by `cargo xtask build`, embedded at compile time.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf.o"));
+
+/// Tracepoints attached for every recording: (program, category, event).
+const TRACEPOINTS: [(&str, &str, &str); 9] = [
+    ("task_newtask", "task", "task_newtask"),
+    ("sched_process_exit", "sched", "sched_process_exit"),
+    ("task_rename", "task", "task_rename"),
+    ("sched_process_exec", "sched", "sched_process_exec"),
+    ("sched_switch", "sched", "sched_switch"),
+    ("sched_wakeup", "sched", "sched_wakeup"),
+    ("sched_wakeup_new", "sched", "sched_wakeup_new"),
+    ("sys_enter", "raw_syscalls", "sys_enter"),
+    ("sys_exit", "raw_syscalls", "sys_exit"),
+];
+
+/// Loaded programs and the maps the recorder talks to.
+pub struct Kernel {
+    ebpf: Option<Ebpf>,
+    tgids: HashMap<MapData, u32, u32>,
+    tids: HashMap<MapData, u32, u32>,
+    counters: PerCpuArray<MapData, u64>,
+    /// One ring buffer per CPU, indexed by CPU id.
+    pub rings: Vec<RingBuf<MapData>>,
+    /// Keeps the CPU -> ring buffer array alive while programs use it.
+    _outer: ArrayOfMaps<MapData, RingBuf<MapData>>,
+}
+
+impl Kernel {
+    /// Loads the programs for a machine with `cpus` CPUs, with tracepoint layouts `offsets`.
+    pub fn load(cpus: u32, offsets: &Offsets) -> Result<Kernel> {
+        if OBJECT.is_empty() {
+            bail!("this tracer was built without its eBPF programs; build it with `cargo xtask build`");
+        }
+        if cpus > MAX_CPUS {
+            bail!("{cpus} CPUs: this build supports at most {MAX_CPUS}");
+        }
+        let mut ebpf = EbpfLoader::new()
+            .override_global("OFFSETS", offsets, true)
+            .load(OBJECT)
+            .map_err(|e| anyhow!("loading the eBPF programs failed: {e}"))?;
+        let mut take = |name: &str| {
+            ebpf.take_map(name)
+                .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
+        };
+        let mut outer: ArrayOfMaps<MapData, RingBuf<MapData>> = take("EVENTS")?.try_into()?;
+        let tgids: HashMap<MapData, u32, u32> = take("TGIDS")?.try_into()?;
+        let tids: HashMap<MapData, u32, u32> = take("TIDS")?.try_into()?;
+        let counters: PerCpuArray<MapData, u64> = take("COUNTERS")?.try_into()?;
+        let mut rings = Vec::with_capacity(cpus as usize);
+        for cpu in 0..cpus {
+            let def = aya_obj_ringbuf();
+            let data = MapData::create(def, &format!("tracer_rb{cpu}"), None)
+                .with_context(|| format!("creating the ring buffer of CPU {cpu}"))?;
+            let ring: RingBuf<MapData> = Map::from_map_data(data)?.try_into()?;
+            outer
+                .set(cpu, &ring, 0)
+                .with_context(|| format!("installing the ring buffer of CPU {cpu}"))?;
+            rings.push(ring);
+        }
+        Ok(Kernel {
+            ebpf: Some(ebpf),
+            tgids,
+            tids,
+            counters,
+            rings,
+            _outer: outer,
+        })
+    }
+
+    fn ebpf(&mut self) -> &mut Ebpf {
+        self.ebpf.as_mut().expect("programs already unloaded")
+    }
+
+    /// Attaches the scheduler, syscall and lifetime tracepoints.
+    pub fn attach_tracepoints(&mut self) -> Result<()> {
+        for (prog, category, event) in TRACEPOINTS {
+            let p: &mut TracePoint = self
+                .ebpf()
+                .program_mut(prog)
+                .ok_or_else(|| anyhow!("program {prog} missing from the eBPF object"))?
+                .try_into()?;
+            p.load()
+                .map_err(|e| anyhow!("the kernel refused program {prog}: {e}"))?;
+            p.attach(category, event)
+                .map_err(|e| anyhow!("attaching to tracepoint {category}:{event}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Loads the uprobe programs (once, before the first `attach_uprobe`).
+    pub fn load_uprobes(&mut self) -> Result<()> {
+        for prog in ["func_entry", "func_exit"] {
+            let p: &mut UProbe = self
+                .ebpf()
+                .program_mut(prog)
+                .ok_or_else(|| anyhow!("program {prog} missing from the eBPF object"))?
+                .try_into()?;
+            p.load()
+                .map_err(|e| anyhow!("the kernel refused program {prog}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Attaches entry and return probes at `file_offset` of `binary` for process `pid`,
+    /// tagging their records with function id `id`.
+    pub fn attach_uprobe(
+        &mut self,
+        binary: &Path,
+        file_offset: u64,
+        id: u32,
+        pid: u32,
+    ) -> Result<()> {
+        let scope = UProbeScope::OneProcess(
+            std::num::NonZeroU32::new(pid).ok_or_else(|| anyhow!("pid 0 cannot be traced"))?,
+        );
+        for prog in ["func_entry", "func_exit"] {
+            let p: &mut UProbe = self.ebpf().program_mut(prog).unwrap().try_into()?;
+            let point = UProbeAttachPoint {
+                location: UProbeAttachLocation::AbsoluteOffset(file_offset),
+                cookie: Some(id as u64),
+            };
+            p.attach(point, binary, scope).map_err(|e| {
+                anyhow!(
+                    "attaching a uprobe at {}+{file_offset:#x}: {e}",
+                    binary.display()
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Adds a process to the filter: its system calls and new threads are recorded.
+    pub fn trace_process(&mut self, tgid: u32) -> Result<()> {
+        self.tgids
+            .insert(tgid, 1, 0)
+            .context("adding a process to the kernel filter")
+    }
+
+    /// Adds a thread to the filter: its scheduler events are recorded.
+    pub fn trace_thread(&mut self, tid: u32, tgid: u32) -> Result<()> {
+        self.tids
+            .insert(tid, tgid, 0)
+            .context("adding a thread to the kernel filter (too many threads?)")
+    }
+
+    /// Per-CPU counts of records dropped for a full ring buffer, and of threads the
+    /// filter had no room for.
+    pub fn losses(&self) -> Result<(Vec<u64>, u64)> {
+        let lost = self.counters.get(&counter::LOST, 0)?;
+        let full = self.counters.get(&counter::THREADS_FULL, 0)?;
+        let per_cpu: Vec<u64> = lost.iter().copied().take(self.rings.len()).collect();
+        Ok((per_cpu, full.iter().sum()))
+    }
+
+    /// Detaches and unloads every program: nothing new enters the ring buffers, whose
+    /// contents stay readable.
+    pub fn stop(&mut self) {
+        self.ebpf = None;
+    }
+}
+
+/// Definition of one per-CPU ring buffer, matching the inner map of `EVENTS`.
+fn aya_obj_ringbuf() -> aya_obj::Map {
+    const BPF_MAP_TYPE_RINGBUF: u32 = 27;
+    aya_obj::Map::new_from_params(BPF_MAP_TYPE_RINGBUF, 0, 0, RING_BYTES, 0)
+}

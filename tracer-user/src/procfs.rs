@@ -1,0 +1,121 @@
+//! What /proc says about the processes and threads we trace.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use trace_file::{ProcessInfo, ThreadInfo};
+
+/// Fails with a one-line message when `pid` is not a live process.
+pub fn check_alive(pid: u32) -> Result<()> {
+    match state(pid, pid) {
+        Some('Z') | Some('X') | None => bail!("no such process: {pid}"),
+        Some(_) => Ok(()),
+    }
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    !matches!(state(pid, pid), Some('Z') | Some('X') | None)
+}
+
+/// The state letter of a thread (R, S, D, T, Z, ...), if it exists.
+pub fn state(pid: u32, tid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    // The name may hold spaces and parentheses: the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// The threads of `pid`, with their names and states.
+pub fn threads(pid: u32) -> Result<Vec<ThreadInfo>> {
+    let dir = format!("/proc/{pid}/task");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("no such process: {pid}"))? {
+        let Ok(entry) = entry else { continue };
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let name = std::fs::read_to_string(format!("{dir}/{tid}/comm"))
+            .map(|s| s.trim_end().to_string())
+            .unwrap_or_default();
+        // A thread that exited between readdir and now is simply not there.
+        let Some(state) = state(pid, tid) else {
+            continue;
+        };
+        out.push(ThreadInfo {
+            tgid: pid,
+            tid,
+            name,
+            state,
+        });
+    }
+    out.sort_by_key(|t| t.tid);
+    Ok(out)
+}
+
+/// Executable path and command line of `pid`.
+pub fn process(pid: u32, launched: bool) -> ProcessInfo {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    ProcessInfo {
+        tgid: pid,
+        exe,
+        cmdline,
+        launched,
+    }
+}
+
+/// Finds `cmd` on PATH the way execvp would.
+pub fn which(cmd: &str) -> Option<PathBuf> {
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        return p.is_file().then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(cmd))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Number of possible CPUs (the kernel's CPU ids are below it).
+pub fn possible_cpus() -> Result<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .context("cannot read /sys/devices/system/cpu/possible")?;
+    let mut max = 0;
+    for range in text.trim().split(',') {
+        let hi = range.rsplit('-').next().unwrap_or("0");
+        max = max.max(hi.parse::<u32>().context("bad CPU list")?);
+    }
+    Ok(max + 1)
+}
+
+/// True when we may load and attach tracing programs: root, or CAP_BPF with CAP_PERFMON,
+/// or CAP_SYS_ADMIN.
+pub fn privileged() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    let caps = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |bit: u32| caps & (1u64 << bit) != 0;
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
+}

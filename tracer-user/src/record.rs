@@ -1,0 +1,572 @@
+//! `tracer record`: attach to processes, drain the per-CPU ring buffers, write the trace.
+
+use std::{
+    collections::BTreeMap,
+    ffi::CString,
+    fs::File,
+    io::{BufWriter, IsTerminal, Write},
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
+};
+
+use anyhow::{anyhow, bail, Context, Result};
+use trace_file::{
+    ChunkKind, Event, EventChunkEncoder, LostCounts, Probe, TraceHeader, Trailer, Writer,
+};
+use tracer_abi as abi;
+
+use crate::{kernel::Kernel, output, probes, procfs, tracefs};
+
+/// What to record and where.
+pub struct RecordOptions {
+    pub pids: Vec<u32>,
+    /// A command to launch and trace from its first instruction.
+    pub command: Vec<String>,
+    pub uprobes: Vec<String>,
+    pub allow_multiple: bool,
+    pub duration: Option<Duration>,
+    pub output: PathBuf,
+    pub force: bool,
+    /// Print nothing but errors.
+    pub quiet: bool,
+}
+
+/// Totals of a finished recording.
+pub struct RecordSummary {
+    pub records: BTreeMap<&'static str, u64>,
+    pub lost: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub reason: &'static str,
+}
+
+/// Flush a CPU's encoded records once they reach this size...
+const CHUNK_BYTES: usize = 256 << 10;
+/// ...or this age, so a killed recorder loses at most this much.
+const CHUNK_AGE: Duration = Duration::from_millis(500);
+/// Sleep between drains when the buffers were empty. The programs never wake us: a
+/// per-record wakeup costs ~3x throughput.
+const IDLE_POLL: Duration = Duration::from_millis(10);
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// A process we launched, held at the exec until the probes are attached.
+struct Launched {
+    pid: u32,
+    go: libc::c_int,
+}
+
+impl Launched {
+    fn spawn(command: &[String]) -> Result<Launched> {
+        let program = procfs::which(&command[0])
+            .ok_or_else(|| anyhow!("command not found: {}", command[0]))?;
+        let path = CString::new(program.as_os_str().as_encoded_bytes())?;
+        let args: Vec<CString> = command
+            .iter()
+            .map(|a| CString::new(a.as_str()))
+            .collect::<Result<_, _>>()?;
+        let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) into a local array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            bail!("pipe: {}", std::io::Error::last_os_error());
+        }
+        // SAFETY: the child only calls async-signal-safe functions (read, execv, _exit)
+        // on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            bail!("fork: {}", std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            unsafe {
+                libc::close(fds[1]);
+                let mut b = 0u8;
+                // Wait until the parent has attached everything (or died: read gets 0).
+                if libc::read(fds[0], (&mut b as *mut u8).cast(), 1) == 1 {
+                    libc::execv(path.as_ptr(), argv.as_ptr());
+                }
+                libc::_exit(127);
+            }
+        }
+        // SAFETY: closing our copy of the read end.
+        unsafe { libc::close(fds[0]) };
+        Ok(Launched {
+            pid: pid as u32,
+            go: fds[1],
+        })
+    }
+
+    fn release(&self) {
+        // SAFETY: one byte to the pipe the child waits on.
+        unsafe {
+            libc::write(self.go, b"g".as_ptr().cast(), 1);
+            libc::close(self.go);
+        }
+    }
+
+    /// True once the child has exited (and reaps it).
+    fn exited(&self) -> bool {
+        let mut status = 0;
+        // SAFETY: non-blocking wait on our own child.
+        unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) == self.pid as i32 }
+    }
+}
+
+pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
+    if opts.pids.is_empty() && opts.command.is_empty() {
+        bail!("nothing to trace: give --pid PID or a command after --");
+    }
+    for &pid in &opts.pids {
+        procfs::check_alive(pid)?;
+    }
+    if !procfs::privileged() {
+        bail!("tracing needs root (or CAP_BPF and CAP_PERFMON): run tracer record with sudo");
+    }
+    let tracefs = tracefs::ensure_mounted()?;
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); the tracer needs CONFIG_DEBUG_INFO_BTF=y");
+    }
+    let offsets = tracefs::offsets(&tracefs)?;
+
+    // Resolve probes before touching the kernel or the output, so a typo costs nothing.
+    let launch_target = if opts.command.is_empty() {
+        None
+    } else {
+        Some(
+            procfs::which(&opts.command[0])
+                .ok_or_else(|| anyhow!("command not found: {}", opts.command[0]))?,
+        )
+    };
+    let resolved = probes::resolve_all(
+        &opts.uprobes,
+        &opts.pids,
+        launch_target.as_deref(),
+        opts.allow_multiple,
+    )?;
+
+    let file = output::create_exclusive(&opts.output, opts.force)?;
+    let cpus = procfs::possible_cpus()?;
+    let mut kernel = Kernel::load(cpus, &offsets)?;
+    install_signal_handlers();
+
+    let launched = if opts.command.is_empty() {
+        None
+    } else {
+        Some(Launched::spawn(&opts.command)?)
+    };
+    let mut pids = opts.pids.clone();
+    if let Some(l) = &launched {
+        pids.push(l.pid);
+    }
+    for &pid in &pids {
+        kernel.trace_process(pid)?;
+    }
+    // Tracepoints first, then the thread list: a thread created in between is caught by
+    // task_newtask (its process is already in the filter) and listed by /proc as well.
+    kernel.attach_tracepoints()?;
+    let mut threads = Vec::new();
+    for &pid in &pids {
+        for t in procfs::threads(pid)? {
+            kernel.trace_thread(t.tid, pid)?;
+            threads.push(t);
+        }
+    }
+    let mut table: Vec<Probe> = Vec::new();
+    if !resolved.is_empty() {
+        kernel.load_uprobes()?;
+        for (i, r) in resolved.iter().enumerate() {
+            let id = i as u32 + 1;
+            for pid in &r.pids {
+                let pid = match pid {
+                    Some(p) => *p,
+                    None => launched.as_ref().map(|l| l.pid).unwrap_or_default(),
+                };
+                kernel.attach_uprobe(&r.func.binary, r.func.file_offset, id, pid)?;
+            }
+            table.push(probes::table_entry(id, &r.func));
+        }
+    }
+
+    let start_ns = monotonic_ns();
+    let header = TraceHeader {
+        tracer_version: env!("CARGO_PKG_VERSION").into(),
+        hostname: hostname(),
+        kernel: kernel_release(),
+        cpus,
+        clock: "CLOCK_MONOTONIC".into(),
+        monotonic_to_realtime_ns: monotonic_to_realtime(),
+        start_ns,
+        command_line: std::env::args().collect(),
+    };
+    let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file))?;
+    w.meta(ChunkKind::Header, &header)?;
+    for &pid in &pids {
+        let launched_here = launched.as_ref().is_some_and(|l| l.pid == pid);
+        w.meta(ChunkKind::Process, &procfs::process(pid, launched_here))?;
+    }
+    w.meta(ChunkKind::Threads, &threads)?;
+    w.meta(ChunkKind::Probes, &table)?;
+    w.flush()?;
+    if let Some(l) = &launched {
+        l.release();
+    }
+
+    let mut rec = Recorder::new(w, cpus);
+    let started = Instant::now();
+    let status = !opts.quiet && std::io::stderr().is_terminal();
+    let mut last_status = Instant::now();
+    let mut last_check = Instant::now();
+    let reason = loop {
+        let drained = rec.drain(&mut kernel)?;
+        rec.flush_aged()?;
+        if STOP.load(Ordering::Relaxed) {
+            break "signal";
+        }
+        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
+            break "duration";
+        }
+        if last_check.elapsed() >= Duration::from_millis(100) {
+            last_check = Instant::now();
+            let gone = match &launched {
+                Some(l) => l.exited() && opts.pids.iter().all(|&p| !procfs::alive(p)),
+                None => pids.iter().all(|&p| !procfs::alive(p)),
+            };
+            if gone {
+                break "process exited";
+            }
+            let (per_cpu, threads_full) = kernel.losses()?;
+            let lost = per_cpu.iter().sum();
+            if lost != rec.lost {
+                // Losses are on record as they happen, not only if we get to the end.
+                rec.lost = lost;
+                rec.w.meta(
+                    ChunkKind::Lost,
+                    &LostCounts {
+                        at_ns: monotonic_ns(),
+                        per_cpu,
+                        threads_not_traced: threads_full,
+                    },
+                )?;
+            }
+        }
+        if status && last_status.elapsed() >= Duration::from_secs(1) {
+            last_status = Instant::now();
+            rec.print_status(started.elapsed());
+        }
+        if drained == 0 {
+            std::thread::sleep(IDLE_POLL);
+        }
+    };
+    // Stop the producers, then take what is still in the buffers.
+    kernel.stop();
+    rec.drain(&mut kernel)?;
+    rec.flush_all()?;
+    let (per_cpu, threads_full) = kernel.losses()?;
+    let end_ns = monotonic_ns();
+    rec.w.meta(
+        ChunkKind::Lost,
+        &LostCounts {
+            at_ns: end_ns,
+            per_cpu: per_cpu.clone(),
+            threads_not_traced: threads_full,
+        },
+    )?;
+    let lost: u64 = per_cpu.iter().sum();
+    let records: BTreeMap<String, u64> = rec
+        .counts
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    rec.w.meta(
+        ChunkKind::Trailer,
+        &Trailer {
+            end_ns,
+            reason: reason.into(),
+            records,
+            lost,
+        },
+    )?;
+    rec.w.flush()?;
+    rec.w.get_ref().get_ref().sync_all()?;
+    if status {
+        eprint!("\r\x1b[K");
+    }
+    if let Some(l) = &launched {
+        if !l.exited() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(l.pid as i32, libc::SIGTERM) };
+        }
+    }
+    Ok(RecordSummary {
+        records: rec.counts,
+        lost,
+        bytes: rec.w.bytes_written(),
+        seconds: started.elapsed().as_secs_f64(),
+        reason,
+    })
+}
+
+/// Turns ring-buffer records into trace chunks.
+struct Recorder {
+    w: Writer<BufWriter<File>>,
+    encoders: Vec<EventChunkEncoder>,
+    flushed_at: Vec<Instant>,
+    counts: BTreeMap<&'static str, u64>,
+    total: u64,
+    lost: u64,
+    last_total: u64,
+}
+
+impl Recorder {
+    fn new(w: Writer<BufWriter<File>>, cpus: u32) -> Recorder {
+        Recorder {
+            w,
+            encoders: (0..cpus).map(EventChunkEncoder::new).collect(),
+            flushed_at: vec![Instant::now(); cpus as usize],
+            counts: BTreeMap::new(),
+            total: 0,
+            lost: 0,
+            last_total: 0,
+        }
+    }
+
+    /// Reads every ring buffer empty; returns how many records it took.
+    fn drain(&mut self, kernel: &mut Kernel) -> Result<u64> {
+        let mut n = 0;
+        for cpu in 0..kernel.rings.len() {
+            while let Some(item) = kernel.rings[cpu].next() {
+                let Some((ts, tid, event)) = decode(&item) else {
+                    continue;
+                };
+                self.encoders[cpu].push(ts, tid, &event);
+                *self.counts.entry(event.name()).or_default() += 1;
+                n += 1;
+            }
+            if self.encoders[cpu].encoded_bytes() >= CHUNK_BYTES {
+                self.flush(cpu)?;
+            }
+        }
+        self.total += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self, cpu: usize) -> Result<()> {
+        self.flushed_at[cpu] = Instant::now();
+        if self.encoders[cpu].is_empty() {
+            return Ok(());
+        }
+        let payload = self.encoders[cpu].finish();
+        self.w.chunk(ChunkKind::Events, &payload)?;
+        Ok(())
+    }
+
+    fn flush_aged(&mut self) -> Result<()> {
+        let mut any = false;
+        for cpu in 0..self.encoders.len() {
+            if !self.encoders[cpu].is_empty() && self.flushed_at[cpu].elapsed() >= CHUNK_AGE {
+                self.flush(cpu)?;
+                any = true;
+            }
+        }
+        if any {
+            // Complete chunks reach the file, so a killed recorder loses at most CHUNK_AGE.
+            self.w.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush_all(&mut self) -> Result<()> {
+        for cpu in 0..self.encoders.len() {
+            self.flush(cpu)?;
+        }
+        self.w.flush()?;
+        Ok(())
+    }
+
+    fn print_status(&mut self, elapsed: Duration) {
+        let rate = self.total - self.last_total;
+        self.last_total = self.total;
+        eprint!(
+            "\r\x1b[Krecording {:>6.1}s  {:>9} events/s  {:>10} written  {} lost",
+            elapsed.as_secs_f64(),
+            rate,
+            human_bytes(self.w.bytes_written()),
+            self.lost
+        );
+    }
+}
+
+/// Reads one ring-buffer record. Unknown kinds (a newer program) are skipped.
+fn decode(bytes: &[u8]) -> Option<(u64, u32, Event)> {
+    fn read<T: Copy>(b: &[u8]) -> Option<T> {
+        (b.len() >= size_of::<T>())
+            // SAFETY: length checked; the record types are plain integers.
+            .then(|| unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) })
+    }
+    let h: abi::Header = read(bytes)?;
+    let comm = |c: [u8; 16]| trace_file::record::Comm(c);
+    let event = match h.kind {
+        abi::kind::FUNC_ENTRY => {
+            let r: abi::FuncEntry = read(bytes)?;
+            Event::FuncEntry { func: r.func }
+        }
+        abi::kind::FUNC_EXIT => {
+            let r: abi::FuncExit = read(bytes)?;
+            Event::FuncExit {
+                func: r.func,
+                ret: r.ret,
+            }
+        }
+        abi::kind::SYS_ENTER => {
+            let r: abi::SysEnter = read(bytes)?;
+            Event::SysEnter {
+                nr: r.nr,
+                arg0: r.arg0,
+                arg2: r.arg2,
+            }
+        }
+        abi::kind::SYS_EXIT => {
+            let r: abi::SysExit = read(bytes)?;
+            Event::SysExit {
+                nr: r.nr,
+                ret: r.ret,
+            }
+        }
+        abi::kind::SWITCH => {
+            let r: abi::Switch = read(bytes)?;
+            Event::Switch {
+                next_tid: r.next_tid,
+                prev_state: r.prev_state,
+            }
+        }
+        abi::kind::WAKEUP | abi::kind::WAKEUP_NEW => {
+            let r: abi::Wakeup = read(bytes)?;
+            Event::Wakeup {
+                wakee: r.wakee,
+                target_cpu: r.target_cpu,
+                new: h.kind == abi::kind::WAKEUP_NEW,
+            }
+        }
+        abi::kind::NEW_TASK => {
+            let r: abi::NewTask = read(bytes)?;
+            Event::NewTask {
+                child_tid: r.child_tid,
+                child_tgid: r.child_tgid,
+                comm: comm(r.comm),
+            }
+        }
+        abi::kind::EXIT => {
+            let r: abi::Exit = read(bytes)?;
+            Event::Exit {
+                tgid: r.tgid,
+                group_dead: r.group_dead != 0,
+            }
+        }
+        abi::kind::RENAME => Event::Rename {
+            comm: comm(read::<abi::Rename>(bytes)?.comm),
+        },
+        abi::kind::EXEC => Event::Exec {
+            comm: comm(read::<abi::Rename>(bytes)?.comm),
+        },
+        _ => return None,
+    };
+    Some((h.ts, h.tid, event))
+}
+
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC) as u64
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime into a local.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of a few bracketed samples.
+fn monotonic_to_realtime() -> i64 {
+    let mut best = (i128::MAX, 0i128);
+    for _ in 0..5 {
+        let a = clock_ns(libc::CLOCK_MONOTONIC);
+        let r = clock_ns(libc::CLOCK_REALTIME);
+        let b = clock_ns(libc::CLOCK_MONOTONIC);
+        if b - a < best.0 {
+            best = (b - a, r - (a + b) / 2);
+        }
+    }
+    best.1 as i64
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Writes the end-of-recording report.
+pub fn print_summary(s: &RecordSummary, path: &std::path::Path) -> Result<()> {
+    let total: u64 = s.records.values().sum();
+    let mut out = std::io::stderr().lock();
+    writeln!(
+        out,
+        "recorded {total} events in {:.1}s ({}) to {}, stopped by {}",
+        s.seconds,
+        human_bytes(s.bytes),
+        path.display(),
+        s.reason
+    )
+    .context("writing the summary")?;
+    for (k, v) in &s.records {
+        writeln!(out, "  {k:<12} {v:>12}")?;
+    }
+    if s.lost > 0 {
+        writeln!(
+            out,
+            "  LOST {} events: the ring buffers were full (see `tracer dump` for per-CPU counts)",
+            s.lost
+        )?;
+    } else {
+        writeln!(out, "  lost         {:>12}", 0)?;
+    }
+    Ok(())
+}

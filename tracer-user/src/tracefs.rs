@@ -1,0 +1,138 @@
+//! tracefs: making sure it is mounted, and reading tracepoint record layouts from it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use tracer_abi::Offsets;
+
+const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// The tracefs mount point, mounting it at /sys/kernel/tracing if nothing is mounted.
+pub fn ensure_mounted() -> Result<PathBuf> {
+    for dir in CANDIDATES {
+        if Path::new(dir).join("events").is_dir() {
+            return Ok(PathBuf::from(dir));
+        }
+    }
+    let target = c"/sys/kernel/tracing";
+    // SAFETY: plain mount(2) with static NUL-terminated strings.
+    let rc = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            target.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        bail!(
+            "tracefs is not mounted and mounting it failed ({}); mount it with `mount -t tracefs nodev /sys/kernel/tracing`",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(PathBuf::from(CANDIDATES[0]))
+}
+
+/// Field offsets of the tracepoints the programs read, from their `format` files.
+pub fn offsets(tracefs: &Path) -> Result<Offsets> {
+    let fmt = |event: &str| -> Result<String> {
+        let path = tracefs.join("events").join(event).join("format");
+        std::fs::read_to_string(&path)
+            .with_context(|| format!("tracepoint {event} is not available ({})", path.display()))
+    };
+    let switch = fmt("sched/sched_switch")?;
+    let wakeup = fmt("sched/sched_wakeup")?;
+    let newtask = fmt("task/task_newtask")?;
+    let exit = fmt("sched/sched_process_exit")?;
+    let rename = fmt("task/task_rename")?;
+    let exec = fmt("sched/sched_process_exec")?;
+    let enter = fmt("raw_syscalls/sys_enter")?;
+    let sys_exit = fmt("raw_syscalls/sys_exit")?;
+    Ok(Offsets {
+        switch_prev_pid: field(&switch, "prev_pid", 4)?,
+        switch_prev_state: field(&switch, "prev_state", 8)?,
+        switch_next_pid: field(&switch, "next_pid", 4)?,
+        wakeup_pid: field(&wakeup, "pid", 4)?,
+        wakeup_target_cpu: field(&wakeup, "target_cpu", 4)?,
+        newtask_pid: field(&newtask, "pid", 4)?,
+        newtask_comm: field(&newtask, "comm", 16)?,
+        newtask_clone_flags: field(&newtask, "clone_flags", 8)?,
+        exit_pid: field(&exit, "pid", 4)?,
+        exit_group_dead: field(&exit, "group_dead", 1)?,
+        rename_pid: field(&rename, "pid", 4)?,
+        rename_newcomm: field(&rename, "newcomm", 16)?,
+        exec_pid: field(&exec, "pid", 4)?,
+        sys_enter_id: field(&enter, "id", 8)?,
+        sys_enter_args: field(&enter, "args", 48)?,
+        sys_exit_id: field(&sys_exit, "id", 8)?,
+        sys_exit_ret: field(&sys_exit, "ret", 8)?,
+        _pad: 0,
+    })
+}
+
+/// Offset of field `name` in a format file, checking it has the size the programs read.
+fn field(format: &str, name: &str, size: u32) -> Result<u32> {
+    for line in format.lines() {
+        let Some(decl) = line.trim().strip_prefix("field:") else {
+            continue;
+        };
+        let mut parts = decl.split(';').map(str::trim);
+        let declaration = parts.next().unwrap_or("");
+        let ident = declaration
+            .rsplit(|c: char| c.is_whitespace())
+            .next()
+            .unwrap_or("")
+            .split('[')
+            .next()
+            .unwrap_or("");
+        if ident != name {
+            continue;
+        }
+        let mut offset = None;
+        let mut found_size = None;
+        for p in parts {
+            if let Some(v) = p.strip_prefix("offset:") {
+                offset = v.parse::<u32>().ok();
+            } else if let Some(v) = p.strip_prefix("size:") {
+                found_size = v.parse::<u32>().ok();
+            }
+        }
+        let (Some(offset), Some(found)) = (offset, found_size) else {
+            bail!("cannot parse tracepoint field line `{}`", line.trim());
+        };
+        if found != size {
+            bail!("tracepoint field {name} has size {found}, the programs expect {size}");
+        }
+        // Direct context loads must be aligned to their size.
+        if size <= 8 && offset % size != 0 {
+            bail!("tracepoint field {name} at offset {offset} is not aligned");
+        }
+        return Ok(offset);
+    }
+    bail!("tracepoint field {name} not found")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SWITCH: &str = "name: sched_switch
+ID: 318
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
+\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
+";
+
+    #[test]
+    fn parses_fields() {
+        assert_eq!(field(SWITCH, "prev_pid", 4).unwrap(), 24);
+        assert_eq!(field(SWITCH, "prev_state", 8).unwrap(), 32);
+        assert_eq!(field(SWITCH, "prev_comm", 16).unwrap(), 8);
+        assert!(field(SWITCH, "prev_state", 4).is_err());
+        assert!(field(SWITCH, "nothing", 4).is_err());
+    }
+}

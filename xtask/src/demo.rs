@@ -1,0 +1,66 @@
+//! The README's first command: a real server under real load, traced, converted, summarized.
+
+use std::{process::Command, time::Duration};
+
+use anyhow::{Context, Result};
+use tracer_tests::{load, Server, ServerOptions};
+
+use crate::setup::{status, workspace};
+
+pub fn run() -> Result<()> {
+    let tracer = crate::build::run()?;
+    let out = workspace().join("target/demo");
+    std::fs::create_dir_all(&out)?;
+    let trace = out.join("demo.trace");
+
+    let server = Server::start(&ServerOptions {
+        workers: 4,
+        sleep_us: 200,
+        spin_us: 100,
+        ..Default::default()
+    })?;
+    eprintln!(
+        "demo: fixture server pid {} on port {}, 4 workers",
+        server.pid(),
+        server.port()
+    );
+    let mut recorder = Command::new(&tracer)
+        .args(["record", "--pid", &server.pid().to_string()])
+        .args(["--uprobe", "handle_request", "--uprobe", "render_response"])
+        .args(["--duration", "4s", "--force", "-o"])
+        .arg(&trace)
+        .spawn()
+        .context("cannot start the tracer")?;
+    // Give the recorder time to attach before the load starts.
+    std::thread::sleep(Duration::from_millis(700));
+    let report = load(server.port(), 16, 200, 4096, 8, Duration::from_secs(3));
+    let st = recorder.wait()?;
+    anyhow::ensure!(st.success(), "tracer record failed ({st})");
+    let stats = server.stop()?;
+    eprintln!(
+        "demo: load generator completed {} requests ({} bytes); the server counted {} handle_request calls",
+        report.requests, report.bytes, stats.handle_request
+    );
+    let stem = out.join("demo");
+    status(
+        Command::new(&tracer)
+            .args(["convert", "--force", "-o"])
+            .arg(&stem)
+            .arg(&trace),
+    )?;
+    eprintln!(
+        "demo: Paraver trace written to {}.prv/.pcf/.row",
+        stem.display()
+    );
+    status(
+        Command::new(&tracer)
+            .args(["summary", "--by", "function"])
+            .arg(&trace),
+    )?;
+    status(
+        Command::new(&tracer)
+            .args(["summary", "--by", "thread"])
+            .arg(&trace),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! Installs what building the eBPF programs needs, idempotently, under `target/tools`:
+//! the pinned nightly with rust-src, and bpf-linker built against that nightly's own
+//! libLLVM (Debian's LLVM cannot read the nightly's bitcode). See docs/architecture.md.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context, Result};
+
+/// The nightly that builds `tracer-ebpf`. bpf-linker is tied to its libLLVM file name.
+pub const NIGHTLY: &str = "nightly-2026-05-20";
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub fn tools_dir() -> PathBuf {
+    workspace().join("target/tools")
+}
+
+/// Path of the bpf-linker binary that matches [`NIGHTLY`].
+pub fn bpf_linker() -> PathBuf {
+    tools_dir().join("bin/bpf-linker")
+}
+
+fn stamp() -> PathBuf {
+    tools_dir().join(format!("bpf-linker-{BPF_LINKER_VERSION}-{NIGHTLY}.ok"))
+}
+
+/// True when everything `setup` installs is in place.
+pub fn ready() -> bool {
+    stamp().exists() && bpf_linker().exists() && nightly_sysroot().is_ok()
+}
+
+pub fn run() -> Result<()> {
+    install_nightly()?;
+    install_bpf_linker()?;
+    mount_tracefs();
+    Ok(())
+}
+
+/// Runs setup only when something is missing: a second run costs nothing.
+pub fn ensure() -> Result<()> {
+    if !ready() {
+        run()?;
+    }
+    mount_tracefs();
+    Ok(())
+}
+
+pub fn status(cmd: &mut Command) -> Result<()> {
+    let st = cmd
+        .status()
+        .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
+    if !st.success() {
+        bail!("{:?} failed ({st})", cmd);
+    }
+    Ok(())
+}
+
+fn nightly_sysroot() -> Result<PathBuf> {
+    let out = Command::new("rustc")
+        .arg(format!("+{NIGHTLY}"))
+        .args(["--print", "sysroot"])
+        .output()?;
+    if !out.status.success() {
+        bail!("{NIGHTLY} is not installed");
+    }
+    let sysroot = PathBuf::from(String::from_utf8(out.stdout)?.trim());
+    if !sysroot.join("lib/rustlib/src/rust/library").exists() {
+        bail!("{NIGHTLY} lacks rust-src");
+    }
+    Ok(sysroot)
+}
+
+fn install_nightly() -> Result<()> {
+    if nightly_sysroot().is_ok() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing {NIGHTLY} with rust-src (builds the eBPF programs)");
+    status(Command::new("rustup").args([
+        "toolchain",
+        "install",
+        NIGHTLY,
+        "--profile",
+        "minimal",
+        "--component",
+        "rust-src",
+        "--no-self-update",
+    ]))
+}
+
+fn install_bpf_linker() -> Result<()> {
+    if stamp().exists() && bpf_linker().exists() {
+        return Ok(());
+    }
+    let sysroot = nightly_sysroot()?;
+    let vv = Command::new("rustc")
+        .arg(format!("+{NIGHTLY}"))
+        .arg("-vV")
+        .output()?;
+    let vv = String::from_utf8(vv.stdout)?;
+    let major = vv
+        .lines()
+        .find_map(|l| l.strip_prefix("LLVM version: "))
+        .and_then(|v| v.split('.').next())
+        .context("cannot read the nightly's LLVM version")?
+        .to_string();
+    let libllvm = std::fs::read_dir(sysroot.join("lib"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libLLVM.so."))
+        })
+        .context("the nightly ships no libLLVM.so")?;
+    let llvm = tools_dir().join("rust-llvm");
+    let lib = llvm.join("lib");
+    std::fs::create_dir_all(&lib)?;
+    for name in [
+        PathBuf::from("libLLVM.so"),
+        PathBuf::from(libllvm.file_name().unwrap()),
+    ] {
+        let link = lib.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&libllvm, &link)?;
+    }
+    eprintln!("xtask: building bpf-linker {BPF_LINKER_VERSION} against the nightly's LLVM {major} (about a minute)");
+    status(
+        Command::new("cargo")
+            .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
+            .args(["--locked", "--no-default-features", "--features"])
+            .arg(format!("llvm-{major}"))
+            .arg("--root")
+            .arg(tools_dir())
+            .env("LLVM_PREFIX", &llvm)
+            // A workspace-local target dir keeps the install's build out of ours.
+            .env("CARGO_TARGET_DIR", tools_dir().join("build")),
+    )?;
+    std::fs::write(stamp(), b"")?;
+    Ok(())
+}
+
+/// Mounts tracefs if needed; the tracer does it too, so failure here is only a note.
+fn mount_tracefs() {
+    if Path::new("/sys/kernel/tracing/events").is_dir() {
+        return;
+    }
+    let ok = Command::new("mount")
+        .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("xtask: note: could not mount tracefs at /sys/kernel/tracing");
+    }
+}

@@ -1,0 +1,26 @@
+//! The README's test command: build everything, then run every test of the workspace in
+//! release mode (the same artifacts as the `tracer` binary the end-to-end tests run).
+
+use std::process::Command;
+
+use anyhow::{bail, Result};
+
+use crate::setup::{status, workspace};
+
+pub fn run(extra: &[String]) -> Result<()> {
+    let tracer = crate::build::run()?;
+    if !tracer_tests::is_root() {
+        bail!("the end-to-end tests load eBPF programs and need root: run as root (e.g. sudo -E cargo xtask test)");
+    }
+    status(
+        Command::new("cargo")
+            .args(["test", "--release", "--workspace"])
+            .args(extra)
+            .current_dir(workspace())
+            .env("TRACER_BIN", tracer)
+            .env(
+                "TRACER_EBPF_OBJECT",
+                workspace().join("target/bpfel-unknown-none/release/tracer-ebpf"),
+            ),
+    )
+}
