@@ -11,23 +11,20 @@ pub(crate) struct Names {
     pub no_params: String,
 }
 
-/// Rust legacy symbols are `_ZN...17h<16 hex>E`; C++ also uses `_ZN`, and
-/// rustc-demangle accepts many C++ names, so the hash is the tell.
-fn is_rust_legacy(raw: &str) -> bool {
-    let s = raw.split('.').next().unwrap_or(raw);
-    if !s.starts_with("_ZN") || !s.ends_with('E') || s.len() < 24 {
-        return false;
-    }
-    let tail = &s[s.len() - 20..s.len() - 1];
-    tail.starts_with("17h") && tail[3..].bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// Demangles `raw` (Rust legacy/v0 or C++ Itanium); plain C names come back as is.
 pub(crate) fn demangle(raw: &str) -> Names {
-    if raw.starts_with("_R") || is_rust_legacy(raw) {
+    if raw.starts_with("_R") || raw.starts_with("_ZN") {
         if let Ok(d) = rustc_demangle::try_demangle(raw) {
             let display = format!("{d:#}");
             let full = d.to_string();
+            // rustc-demangle also accepts many C++ `_ZN...E` names; only Rust
+            // legacy symbols carry the `::h<hash>` that `{:#}` drops.
+            if raw.starts_with("_ZN") && full == display {
+                return demangle_cpp(raw).unwrap_or_else(|| Names {
+                    display,
+                    ..Names::default()
+                });
+            }
             return Names {
                 full: if full != display { full } else { String::new() },
                 display,
@@ -36,6 +33,18 @@ pub(crate) fn demangle(raw: &str) -> Names {
         }
     }
     if raw.starts_with("_Z") {
+        if let Some(n) = demangle_cpp(raw) {
+            return n;
+        }
+    }
+    Names {
+        display: raw.to_string(),
+        ..Names::default()
+    }
+}
+
+fn demangle_cpp(raw: &str) -> Option<Names> {
+    {
         // GCC clones (`foo.cold`, `_Z3fooi.constprop.0`) carry suffixes cpp_demangle rejects.
         let (base, suffix) = match raw.find('.') {
             Some(i) => (&raw[..i], &raw[i..]),
@@ -47,7 +56,7 @@ pub(crate) fn demangle(raw: &str) -> Names {
                 let no_params = sym
                     .demangle_with_options(&opts.no_params())
                     .unwrap_or_default();
-                return Names {
+                return Some(Names {
                     display: format!("{full}{suffix}"),
                     full: String::new(),
                     no_params: if no_params != full {
@@ -55,14 +64,11 @@ pub(crate) fn demangle(raw: &str) -> Names {
                     } else {
                         String::new()
                     },
-                };
+                });
             }
         }
     }
-    Names {
-        display: raw.to_string(),
-        ..Names::default()
-    }
+    None
 }
 
 /// Demangled display name for a name found in DWARF or a symbol table.
@@ -86,6 +92,15 @@ mod tests {
         let n = demangle("_ZN2ns5Class6methodEi");
         assert_eq!(n.display, "ns::Class::method(int)");
         assert_eq!(n.no_params, "ns::Class::method");
+    }
+
+    #[test]
+    fn rust_legacy_with_escapes() {
+        let n = demangle("_ZN86_$LT$alloc..vec..into_iter..IntoIter$LT$T$C$A$GT$$u20$as$u20$core..ops..drop..Drop$GT$4drop17hfd85ef82cd8083e0E");
+        assert_eq!(
+            n.display,
+            "<alloc::vec::into_iter::IntoIter<T,A> as core::ops::drop::Drop>::drop"
+        );
     }
 
     #[test]

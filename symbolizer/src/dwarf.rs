@@ -81,7 +81,7 @@ impl DwarfCtx {
                 .function
                 .as_ref()
                 .and_then(|n| n.raw_name().ok())
-                .map(|n| display_name(&n.as_ref()));
+                .map(|n| display_name(n.as_ref()));
             let (file, line) = match f.location {
                 Some(l) => (l.file.map(str::to_string), l.line),
                 None => (None, None),
@@ -116,15 +116,22 @@ impl DwarfCtx {
         let mut entry = unit.entry(offset).ok()?;
         // Out-of-line instances and C++ member definitions keep decl_* on the
         // abstract origin / specification DIE.
+        // A C++ member definition carries its own decl_line but inherits
+        // decl_file from the in-class declaration, so take each separately.
+        let (mut file, mut line) = (None, None);
         for _ in 0..4 {
-            let file = match entry.attr_value(gimli::DW_AT_decl_file) {
-                Some(gimli::AttributeValue::FileIndex(i)) => Some(i),
-                Some(v) => v.udata_value(),
-                None => None,
-            };
-            let line = entry
-                .attr_value(gimli::DW_AT_decl_line)
-                .and_then(|v| v.udata_value());
+            if file.is_none() {
+                file = match entry.attr_value(gimli::DW_AT_decl_file) {
+                    Some(gimli::AttributeValue::FileIndex(i)) => Some(i),
+                    Some(v) => v.udata_value(),
+                    None => None,
+                };
+            }
+            if line.is_none() {
+                line = entry
+                    .attr_value(gimli::DW_AT_decl_line)
+                    .and_then(|v| v.udata_value());
+            }
             if let (Some(file), Some(line)) = (file, line) {
                 let name = file_name(unit, file)?;
                 return Some(format!("{name}:{line}"));

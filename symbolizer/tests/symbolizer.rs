@@ -96,7 +96,10 @@ fn resolve_pie_with_endbr64_matches_binutils() {
         assert_eq!(m.name, *func);
         assert_eq!(m.binary, f.prog_pie);
         assert_eq!(m.display_binary, f.prog_pie.to_string_lossy());
-        assert_eq!(m.skipped, 4, "-fcf-protection puts endbr64 first in {func}");
+        // GCC leaves endbr64 out of local functions whose address is never taken.
+        if *func != "local_helper" {
+            assert_eq!(m.skipped, 4, "-fcf-protection puts endbr64 first in {func}");
+        }
     }
 }
 
@@ -354,6 +357,7 @@ fn compare_with_oracle(bin: &Path, oracle_bin: &Path, sym_file: &Path, max: usiz
         .collect();
     assert_eq!(theirs.len(), addrs.len());
     let mut s = Symbolizer::new();
+    let aliases = nm_demangled(sym_file);
     let mut mismatches = Vec::new();
     let mut with_lines = 0;
     for (a, t) in addrs.iter().zip(&theirs) {
@@ -368,7 +372,18 @@ fn compare_with_oracle(bin: &Path, oracle_bin: &Path, sym_file: &Path, max: usiz
                 .collect(),
         );
         with_lines += usize::from(ours.last().is_some_and(|f| f.line.is_some()));
-        if &ours != t {
+        // Without DWARF both fall back to the symbol table, where folded
+        // identical functions share an address: any alias is a right answer.
+        let same_alias = || {
+            ours.len() == 1
+                && t.len() == 1
+                && ours[0].line.is_none()
+                && aliases.values().any(|names| {
+                    names.contains(ours[0].function.as_ref().unwrap())
+                        && names.contains(t[0].function.as_ref().unwrap())
+                })
+        };
+        if &ours != t && !same_alias() {
             mismatches.push(format!("{a:#x}: ours {ours:?} addr2line {t:?}"));
         }
     }

@@ -444,19 +444,21 @@ impl Timeline {
         }
     }
 
-    /// Reports the open state of every thread that has been in it since before
-    /// `older_than` as an interval ending at `at` (which must not be before the current
-    /// record), and restarts it at `at`. For writers that need every interval that begins
-    /// before some time to be known (to write in time order) without waiting for long
-    /// sleeps to end. The pieces come out as the next items.
-    pub fn cut(&mut self, at: u64, older_than: u64) {
+    /// Ends, at `at` (not before the current record), the open state of every thread
+    /// that has been in it since before `older_than`, restarts it at `at`, and returns
+    /// the pieces. For writers that must know every interval beginning before some time
+    /// (to write in time order) without waiting for long sleeps to end. The pieces tile
+    /// like any other intervals: a thread's timeline then has adjacent intervals in the
+    /// same state.
+    pub fn cut(&mut self, at: u64, older_than: u64) -> Vec<StateInterval> {
+        let mut pieces = Vec::new();
         if self.end.is_some() {
-            return;
+            return pieces;
         }
         for (i, th) in self.rt.iter_mut().enumerate() {
             if th.since < older_than && th.since < at {
                 let m = &self.threads[i];
-                self.out.push_back(Item::State(StateInterval {
+                pieces.push(StateInterval {
                     thread: i as ThreadRef,
                     tid: m.tid,
                     tgid: m.tgid,
@@ -464,10 +466,18 @@ impl Timeline {
                     begin: th.since,
                     end: at,
                     cpu: th.cpu,
-                }));
+                });
                 th.since = at;
             }
         }
+        pieces
+    }
+
+    /// True when items of the current record are still to be taken. [`Timeline::cut`],
+    /// [`Timeline::min_open_since`] and [`Timeline::oldest_pending_link`] describe the
+    /// state after all of them, so a writer consults them only when this is false.
+    pub fn has_queued(&self) -> bool {
+        !self.out.is_empty()
     }
 
     /// The earliest begin of an open state interval (`u64::MAX` when none).

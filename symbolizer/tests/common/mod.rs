@@ -477,10 +477,18 @@ pub fn decl_line(dwarf_file: &Path, addr: u64) -> Option<u64> {
         } else if let (Some(o), Some(rest)) = (cur, t.split_once("DW_AT_")) {
             if let Some((name, val)) = rest.1.split_once(':') {
                 let name = name.trim().to_string();
-                dies.get_mut(&o)
-                    .unwrap()
-                    .1
-                    .insert(name, val.trim().to_string());
+                // "(data1) 15", "(addr) 0x1220", "(ref4) <0x62>, int"
+                let val = val.trim();
+                let val = match val.strip_prefix('(') {
+                    Some(v) => v.split_once(')').map_or(v, |x| x.1).trim(),
+                    None => val,
+                };
+                let val = val
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .trim_end_matches(',');
+                dies.get_mut(&o).unwrap().1.insert(name, val.to_string());
             }
         }
     }

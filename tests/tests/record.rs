@@ -1,0 +1,541 @@
+//! `tracer record` against real processes, checked against ground truth: the fixture's own
+//! counters, the kernel's per-thread accounting, and a known syscall sequence.
+//! Needs root: these load eBPF programs.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    path::Path,
+    process::{Child, Command, Output, Stdio},
+    time::Duration,
+};
+
+use trace_file::{ChunkKind, Event, EventChunkDecoder, Reader, Record, ThreadInfo, Trailer};
+use tracer_tests::*;
+
+fn tracer() -> Command {
+    Command::new(tracer_bin())
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Starts `tracer record` on `pid` and returns once it has attached (the header is out).
+fn start_record(pid: u32, out: &Path, extra: &[&str]) -> Child {
+    let child = tracer()
+        .args(["record", "--quiet", "--pid", &pid.to_string(), "-o"])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::metadata(out)
+            .is_ok_and(|m| m.len() > 200)),
+        "tracer record did not start"
+    );
+    child
+}
+
+fn stop_record(child: Child) -> Output {
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "tracer record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Everything in a trace file, records sorted by time.
+struct Trace {
+    threads: Vec<ThreadInfo>,
+    records: Vec<Record>,
+    trailer: Option<Trailer>,
+    lost: u64,
+}
+
+fn read_trace(path: &Path) -> Trace {
+    let mut reader = Reader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut t = Trace {
+        threads: vec![],
+        records: vec![],
+        trailer: None,
+        lost: 0,
+    };
+    while let Some(c) = reader.next_chunk().unwrap() {
+        match c.kind {
+            ChunkKind::Threads => t.threads = c.meta().unwrap(),
+            ChunkKind::Events => {
+                for r in EventChunkDecoder::new(&c.payload, c.offset).unwrap() {
+                    t.records.push(r.unwrap());
+                }
+            }
+            ChunkKind::Trailer => {
+                let tr: Trailer = c.meta().unwrap();
+                t.lost = tr.lost;
+                t.trailer = Some(tr);
+            }
+            _ => {}
+        }
+    }
+    t.records.sort_by_key(|r| r.ts);
+    t
+}
+
+fn count(t: &Trace, pred: impl Fn(&Record) -> bool) -> u64 {
+    t.records.iter().filter(|r| pred(r)).count() as u64
+}
+
+#[test]
+fn uprobe_counts_equal_the_servers_own_and_nothing_is_lost() {
+    let server = Server::start(&ServerOptions::default()).unwrap();
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_record(
+        server.pid(),
+        &out,
+        &["-u", "handle_request", "-u", "render_response"],
+    );
+    let report = load(server.port(), 8, 100, 2048, 4, Duration::from_secs(10));
+    let stats = server.stats().unwrap();
+    stop_record(rec);
+    let stats_after = server.stop().unwrap();
+    assert_eq!(report.errors, 0);
+    assert_eq!(report.requests, 800);
+    assert_eq!(stats.handle_request, stats_after.handle_request);
+
+    let t = read_trace(&out);
+    assert_eq!(t.lost, 0, "events were lost");
+    let probes = probe_ids(&out);
+    let (h, r) = (probes["handle_request"], probes["render_response"]);
+    let entries = |id| count(&t, |x| x.event == Event::FuncEntry { func: id });
+    let exits = |id| {
+        count(
+            &t,
+            |x| matches!(x.event, Event::FuncExit { func, .. } if func == id),
+        )
+    };
+    assert_eq!(entries(h), stats.handle_request);
+    assert_eq!(exits(h), stats.handle_request);
+    assert_eq!(entries(r), stats.render_response);
+    assert_eq!(exits(r), stats.render_response);
+    // handle_request returns the byte count asked for.
+    assert!(t.records.iter().all(|x| match x.event {
+        Event::FuncExit { func, ret } if func == h => ret == 2048,
+        _ => true,
+    }));
+    // Every accepted connection is in the trace as an accept4 that returned an fd.
+    let accepts = count(
+        &t,
+        |x| matches!(x.event, Event::SysExit { nr: 288, ret } if ret >= 0),
+    );
+    assert_eq!(accepts, stats.connections);
+}
+
+fn probe_ids(path: &Path) -> HashMap<String, u32> {
+    let mut reader = Reader::new(std::fs::File::open(path).unwrap()).unwrap();
+    while let Some(c) = reader.next_chunk().unwrap() {
+        if c.kind == ChunkKind::Probes {
+            let p: Vec<trace_file::Probe> = c.meta().unwrap();
+            return p.into_iter().map(|p| (p.name, p.id)).collect();
+        }
+    }
+    panic!("no probe table");
+}
+
+/// Running time per thread from sched_switch: from each switch-in to the next switch-out
+/// on the same CPU.
+fn running_time(t: &Trace) -> BTreeMap<u32, u64> {
+    let traced: HashSet<u32> = t.threads.iter().map(|x| x.tid).collect();
+    let mut on_cpu: HashMap<u32, (u32, u64)> = HashMap::new();
+    let mut total: BTreeMap<u32, u64> = BTreeMap::new();
+    for r in &t.records {
+        if let Event::Switch { next_tid, .. } = r.event {
+            if let Some((tid, since)) = on_cpu.remove(&r.cpu) {
+                if tid == r.tid {
+                    *total.entry(tid).or_default() += r.ts - since;
+                }
+            }
+            if traced.contains(&next_tid) {
+                on_cpu.insert(r.cpu, (next_tid, r.ts));
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn running_time_agrees_with_schedstat() {
+    let server = Server::start(&ServerOptions {
+        workers: 3,
+        spin_us: 2000,
+        ..Default::default()
+    })
+    .unwrap();
+    let pid = server.pid();
+    let before: HashMap<u32, u64> = threads(pid)
+        .iter()
+        .map(|&(tid, _)| (tid, schedstat(pid, tid).unwrap().run_ns))
+        .collect();
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_record(pid, &out, &[]);
+    let report = load(server.port(), 6, 60, 512, 3, Duration::from_secs(10));
+    assert_eq!(report.errors, 0);
+    // The server is idle again: its threads sleep, their clocks stand still.
+    std::thread::sleep(Duration::from_millis(100));
+    let after: HashMap<u32, u64> = threads(pid)
+        .iter()
+        .map(|&(tid, _)| (tid, schedstat(pid, tid).unwrap().run_ns))
+        .collect();
+    stop_record(rec);
+    let t = read_trace(&out);
+    let traced = running_time(&t);
+    let mut checked = 0;
+    for (name_tid, name) in threads(pid) {
+        if !name.starts_with("worker") {
+            continue;
+        }
+        let truth = after[&name_tid] - before[&name_tid];
+        let ours = traced.get(&name_tid).copied().unwrap_or(0);
+        assert!(truth > 50_000_000, "{name}: only {truth} ns of work");
+        let err = (ours as f64 - truth as f64).abs() / truth as f64;
+        assert!(
+            err < 0.02,
+            "{name} ({name_tid}): traced {ours} ns, schedstat {truth} ns ({:.2}% off)",
+            err * 100.0
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 3);
+    server.stop().unwrap();
+}
+
+#[test]
+fn a_known_syscall_sequence_is_recorded_exactly() {
+    let mut fx = SyscallsFixture::spawn(2).unwrap();
+    let pid = fx.pid();
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_record(pid, &out, &[]);
+    fx.go().unwrap();
+    fx.wait(Duration::from_secs(10)).unwrap();
+    // The recorder stops by itself when the process is gone.
+    let output = rec.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let t = read_trace(&out);
+    assert_eq!(t.trailer.as_ref().unwrap().reason, "process exited");
+
+    // Pair each exit with its entry, in the order of the thread's calls. The read that
+    // waits for the start byte began before the recording: it has an exit only.
+    let mut calls: Vec<(u32, u64, u64, i64)> = vec![];
+    let mut pending: Option<(u32, u64, u64)> = None;
+    for r in t.records.iter().filter(|r| r.tid == pid) {
+        match r.event {
+            Event::SysEnter { nr, arg0, arg2 } => pending = Some((nr, arg0, arg2)),
+            Event::SysExit { nr, ret } => {
+                let (n, a0, a2) = pending.take().unwrap_or((nr, u64::MAX, u64::MAX));
+                assert_eq!(n, nr, "an exit without its entry");
+                calls.push((nr, a0, a2, ret));
+            }
+            _ => {}
+        }
+    }
+    let start = calls
+        .iter()
+        .position(|&(nr, _, _, ret)| nr == 0 && ret == 1)
+        .expect("the start read is in the trace");
+    let got = &calls[start + 1..];
+    let want = known_syscall_sequence(2);
+    let mut fds: HashMap<&str, i64> = HashMap::new();
+    for (i, k) in want.iter().enumerate() {
+        let Some(&(nr, a0, a2, ret)) = got.get(i) else {
+            if matches!(k.ret, Ret::NoReturn) {
+                break;
+            }
+            panic!("trace ends before call {i} ({})", k.name);
+        };
+        assert_eq!(nr as i64, k.nr, "call {i}: expected {}", k.name);
+        let arg = |n: usize, v: u64| match k.args.get(n) {
+            // int arguments arrive zero-extended: compare them as ints.
+            Some(Arg::Int(x)) if i32::try_from(*x).is_ok() => {
+                assert_eq!(v as i32 as i64, *x, "call {i} ({}) arg {n}", k.name)
+            }
+            Some(Arg::Int(x)) => assert_eq!(v as i64, *x, "call {i} ({}) arg {n}", k.name),
+            Some(Arg::FdA) => assert_eq!(v as i64, fds["A"], "call {i} ({})", k.name),
+            Some(Arg::FdB) => assert_eq!(v as i64, fds["B"], "call {i} ({})", k.name),
+            _ => {}
+        };
+        arg(0, a0);
+        arg(2, a2);
+        match k.ret {
+            Ret::Int(x) => assert_eq!(ret, x, "call {i} ({}) result", k.name),
+            Ret::Pid => assert_eq!(ret, pid as i64),
+            Ret::FdA => {
+                fds.insert("A", ret);
+            }
+            Ret::FdB => {
+                fds.insert("B", ret);
+            }
+            Ret::NoReturn => {}
+        }
+    }
+}
+
+#[test]
+fn threads_started_after_attach_appear_with_their_names() {
+    let server = Server::start(&ServerOptions {
+        threads_late: 3,
+        late_after_ms: 1500,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_record(server.pid(), &out, &[]);
+    let late = server
+        .wait_late_threads(3, Duration::from_secs(10))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    stop_record(rec);
+    server.stop().unwrap();
+    let t = read_trace(&out);
+    for (tid, name) in late {
+        assert!(
+            !t.threads.iter().any(|x| x.tid == tid),
+            "{name} existed before attach?"
+        );
+        assert_eq!(
+            count(
+                &t,
+                |r| matches!(r.event, Event::NewTask { child_tid, child_tgid, .. }
+                if child_tid == tid && child_tgid == server_pid(&t))
+            ),
+            1,
+            "{name}: thread creation not recorded"
+        );
+        assert!(
+            t.records.iter().any(|r| r.tid == tid
+                && matches!(r.event, Event::Rename { comm } if comm.as_str() == name)),
+            "{name}: its name is not in the trace"
+        );
+        assert!(
+            count(&t, |r| r.tid == tid
+                && matches!(r.event, Event::SysExit { .. }))
+                > 3,
+            "{name}: its system calls are missing"
+        );
+        assert_eq!(
+            count(&t, |r| r.tid == tid
+                && matches!(r.event, Event::Exit { .. })),
+            1,
+            "{name}: its exit is missing"
+        );
+    }
+}
+
+fn server_pid(t: &Trace) -> u32 {
+    t.threads[0].tgid
+}
+
+#[test]
+fn a_recorder_killed_with_sigkill_leaves_a_readable_file() {
+    let server = Server::start(&ServerOptions::default()).unwrap();
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_record(server.pid(), &out, &["-u", "handle_request"]);
+    let port = server.port();
+    let loader = std::thread::spawn(move || load(port, 4, 100_000, 512, 4, Duration::from_secs(3)));
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: killing a child we spawned.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGKILL) };
+    let _ = rec.wait_with_output();
+    loader.join().unwrap();
+    server.stop().unwrap();
+    let dump = tracer().arg("dump").arg(&out).output().unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let records = text.lines().filter(|l| !l.starts_with('#')).count();
+    assert!(records > 1000, "only {records} records survived");
+    assert!(
+        !text.contains("# trailer"),
+        "a killed recorder wrote a trailer?"
+    );
+}
+
+#[test]
+fn launching_a_command_traces_it_from_the_start() {
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let data = dir.path().join("data");
+    write_data_file(&data, 1000).unwrap();
+    let fixture = build_fixture("syscalls");
+    // The fixture waits for a byte on stdin: give it one through a pipe.
+    let mut child = tracer()
+        .args(["record", "--quiet", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&fixture)
+        .arg(&data)
+        .arg("1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let t = read_trace(&out);
+    // The child is held before exec until everything is attached: the first thing
+    // recorded is the read that releases it, then the execve of the command.
+    let exits: Vec<(u32, i64)> = t
+        .records
+        .iter()
+        .filter_map(|r| match r.event {
+            Event::SysExit { nr, ret } => Some((nr, ret)),
+            _ => None,
+        })
+        .take(2)
+        .collect();
+    assert_eq!(exits, [(0, 1), (59, 0)], "release read, then execve");
+    assert!(t
+        .records
+        .iter()
+        .any(|r| matches!(r.event, Event::Exec { comm } if comm.as_str() == "syscalls")));
+    assert_eq!(t.trailer.unwrap().reason, "process exited");
+}
+
+fn run_err(args: &[&str]) -> String {
+    let out = tracer().args(args).output().unwrap();
+    assert!(!out.status.success(), "tracer {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn bad_input_gets_one_clear_line() {
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let outs = out.to_str().unwrap();
+
+    let e = run_err(&["record", "--pid", "999999999", "-o", outs]);
+    assert!(e.contains("no such process: 999999999"), "{e}");
+
+    let server = Server::start(&ServerOptions::default()).unwrap();
+    let pid = server.pid().to_string();
+    let e = run_err(&["record", "--pid", &pid, "-u", "handle_reqest", "-o", outs]);
+    assert!(e.contains("handle_request"), "no suggestion: {e}");
+    assert!(!out.exists(), "a failed record left a file");
+
+    std::fs::write(&out, b"precious").unwrap();
+    let e = run_err(&["record", "--pid", &pid, "-d", "1s", "-o", outs]);
+    assert!(e.contains("--force"), "{e}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"precious");
+
+    let e = run_err(&["dump", outs]);
+    assert!(e.contains("not a tracer trace file"), "{e}");
+
+    // Without privileges (nobody) the tracer says what it needs.
+    let unpriv = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(tracer_bin())
+        .args(["record", "--pid", &pid, "-o", "/tmp/never.trace"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&unpriv.stderr);
+    assert!(!unpriv.status.success());
+    assert!(e.contains("needs root"), "{e}");
+
+    // A stripped binary: its internal functions are gone and the error says why.
+    let stripped = dir.path().join("server-stripped");
+    std::fs::copy(build_fixture("server"), &stripped).unwrap();
+    assert!(Command::new("strip")
+        .arg(&stripped)
+        .status()
+        .unwrap()
+        .success());
+    let e = run_err(&[
+        "record",
+        "-u",
+        "serve_connection",
+        "-o",
+        dir.path().join("s.trace").to_str().unwrap(),
+        "--",
+        stripped.to_str().unwrap(),
+    ]);
+    assert!(e.contains("stripped"), "{e}");
+    server.stop().unwrap();
+}
+
+#[test]
+fn corrupt_and_truncated_traces() {
+    let server = Server::start(&ServerOptions::default()).unwrap();
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_record(server.pid(), &out, &[]);
+    load(server.port(), 2, 50, 100, 2, Duration::from_secs(5));
+    stop_record(rec);
+    server.stop().unwrap();
+    let bytes = std::fs::read(&out).unwrap();
+
+    let cut = dir.path().join("cut.trace");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let d = tracer().arg("dump").arg(&cut).output().unwrap();
+    assert!(d.status.success());
+    assert!(String::from_utf8_lossy(&d.stderr).contains("ends inside a chunk"));
+
+    let bad = dir.path().join("bad.trace");
+    let mut b = bytes.clone();
+    let mid = b.len() / 2;
+    b[mid] ^= 0xff;
+    std::fs::write(&bad, &b).unwrap();
+    let e = run_err(&["dump", bad.to_str().unwrap()]);
+    assert!(e.contains("corrupt chunk"), "{e}");
+}
+
+#[test]
+fn a_process_exiting_mid_recording_keeps_what_was_recorded() {
+    let mut server = Server::start(&ServerOptions {
+        max_requests: Some(30),
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_record(server.pid(), &out, &["-u", "handle_request"]);
+    load(server.port(), 1, 30, 100, 1, Duration::from_secs(5));
+    let stats = server.wait_exit(Duration::from_secs(5)).unwrap();
+    let output = rec.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let t = read_trace(&out);
+    assert_eq!(t.trailer.as_ref().unwrap().reason, "process exited");
+    assert_eq!(
+        count(&t, |r| matches!(r.event, Event::FuncEntry { .. })),
+        stats.handle_request
+    );
+    assert!(
+        count(&t, |r| matches!(
+            r.event,
+            Event::Exit {
+                group_dead: true,
+                ..
+            }
+        )) >= 1
+    );
+}

@@ -1,0 +1,804 @@
+//! The Paraver writer (NAME.prv, NAME.pcf, NAME.row) and its conformance checker.
+//!
+//! The writer is a thin consumer of the [`Timeline`] items. Paraver wants the body sorted
+//! by time (on equal times: communications, events, states), but an interval is only
+//! known when it ends and a link when its receiver acts. So records wait in a buffer that
+//! is sorted and written up to a *watermark*: the earliest time anything still to come
+//! can start at, i.e. the current time, the oldest open state interval and the oldest
+//! pending link. Long open states are cut into pieces ([`Timeline::cut`]) so that a
+//! thread asleep for minutes does not hold everything back; links pending for longer than
+//! a horizon stop holding the watermark and, when they resolve, join the few other
+//! records that come too late for the body (the states before a thread's first
+//! appearance), which are merged in when the header is prepended at the end.
+//!
+//! Numbering (see `docs/paraver.md`): one node per host, one application per process
+//! (task 1), one thread per kernel thread in order of appearance; CPUs are numbered
+//! globally from 1 across hosts.
+
+mod check;
+mod fmt;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub use check::{check, check_tiling, CheckReport, Violation, Violations};
+
+use crate::error::{Error, Result};
+use crate::merge::{MergeOptions, Merger};
+use crate::sysclass::SockOp;
+use crate::timeline::{Item, LinkKind, SpanEnd, ThreadRef, ThreadState, Timeline};
+use fmt::{push_i64, push_u64};
+
+/// Event type of user functions (value = function id on entry, 0 on exit), as Extrae.
+pub const EV_FUNCTION: u32 = 60_000_019;
+/// Event type of system calls (value = number + 1 on entry, 0 on exit), as Extrae.
+pub const EV_SYSCALL: u32 = 40_000_000;
+/// Bytes a read-like call returned (at its exit).
+pub const EV_BYTES_READ: u32 = 40_000_001;
+/// Bytes a write-like call returned (at its exit).
+pub const EV_BYTES_WRITTEN: u32 = 40_000_002;
+/// The fd a call operates on, plus 1 (0 = end, at the exit), so fd 0 stays visible.
+pub const EV_FD: u32 = 40_000_003;
+/// Socket operation ([`SockOp`] value on entry, 0 on exit).
+pub const EV_SOCKET_OP: u32 = 40_000_004;
+/// Connection id of the socket operated on (on entry, 0 on exit).
+pub const EV_CONNECTION: u32 = 40_000_005;
+/// Connection id given by an accept (at its exit).
+pub const EV_ACCEPTED: u32 = 40_000_006;
+/// CPU (global, from 1) a thread starts running on.
+pub const EV_CPU: u32 = 40_000_033;
+
+/// Paraver state number of a thread state: Extrae's numbers where the meaning is the
+/// same, new ones (40, 41) otherwise.
+pub fn state_value(s: ThreadState) -> u32 {
+    match s {
+        ThreadState::Running => 1,
+        ThreadState::NotCreated => 2,
+        ThreadState::Blocked => 9,
+        ThreadState::Io => 12,
+        ThreadState::Unknown => 14,
+        ThreadState::Ready => 40,
+        ThreadState::Exited => 41,
+    }
+}
+
+/// Label and colour of a state in the .pcf.
+pub fn state_look(s: ThreadState) -> (&'static str, (u8, u8, u8)) {
+    match s {
+        ThreadState::Running => ("Running", (0, 0, 255)),
+        ThreadState::NotCreated => ("Not created", (255, 255, 255)),
+        ThreadState::Blocked => ("Blocked (interruptible sleep)", (0, 162, 0)),
+        ThreadState::Io => ("I/O (uninterruptible wait)", (172, 174, 41)),
+        ThreadState::Unknown => ("Not traced yet", (192, 192, 192)),
+        ThreadState::Ready => ("Ready (runnable, waiting for a CPU)", (255, 160, 0)),
+        ThreadState::Exited => ("Exited", (64, 64, 64)),
+    }
+}
+
+/// Tuning of a conversion; [`ConvertOptions::default`] suits any trace.
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    pub merge: MergeOptions,
+    /// Sort and write the buffered records when this many are waiting.
+    pub flush_every: usize,
+    /// At a flush, states open for longer than this (ns) are cut into pieces.
+    pub cut_age_ns: u64,
+    /// Links pending for longer than this (ns) stop holding records back.
+    pub link_horizon_ns: u64,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        ConvertOptions {
+            merge: MergeOptions::default(),
+            flush_every: 1 << 18,
+            cut_age_ns: 1_000_000,
+            link_horizon_ns: 2_000_000_000,
+        }
+    }
+}
+
+/// What a conversion read and wrote.
+#[derive(Clone, Debug, Default)]
+pub struct ConvertReport {
+    /// Records read from the inputs.
+    pub records_in: u64,
+    /// `1:` lines written.
+    pub states: u64,
+    /// `2:` lines written (events of one thread at one time share a line).
+    pub events: u64,
+    /// `3:` lines written.
+    pub comms: u64,
+    pub threads: u64,
+    pub processes: u64,
+    /// Trace duration, ns.
+    pub duration_ns: u64,
+    /// Records that came later than the reorder window allowed (kept, re-timed).
+    pub out_of_order: u64,
+    /// The largest such lateness, ns.
+    pub max_lateness_ns: u64,
+    /// Records the kernel could not store, summed over inputs.
+    pub lost_by_kernel: u64,
+    /// Threads the kernel filter had no room for, summed over inputs.
+    pub threads_not_traced: u64,
+    /// Inputs that end inside a chunk, with the byte offset of the torn chunk.
+    pub truncated: Vec<(PathBuf, u64)>,
+    /// Inputs without a trailer (recorder did not stop cleanly).
+    pub without_trailer: Vec<PathBuf>,
+    /// Function exits without a matching entry (ignored).
+    pub orphan_func_exits: u64,
+    /// Wakeups whose wakee never ran (no communication drawn).
+    pub unresolved_wakeups: u64,
+    /// The output files: .prv, .pcf, .row.
+    pub outputs: [PathBuf; 3],
+}
+
+impl std::fmt::Display for ConvertReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "records in: {}", self.records_in)?;
+        writeln!(
+            f,
+            "written: {} states, {} event lines, {} communications",
+            self.states, self.events, self.comms
+        )?;
+        writeln!(
+            f,
+            "threads: {} in {} processes, duration {} ns",
+            self.threads, self.processes, self.duration_ns
+        )?;
+        writeln!(
+            f,
+            "out of order: {} (max {} ns late), lost by kernel: {}, threads not traced: {}",
+            self.out_of_order, self.max_lateness_ns, self.lost_by_kernel, self.threads_not_traced
+        )?;
+        for (p, at) in &self.truncated {
+            writeln!(f, "truncated: {} at byte {at}", p.display())?;
+        }
+        for p in &self.without_trailer {
+            writeln!(f, "no trailer (recording did not stop cleanly): {}", p.display())?;
+        }
+        write!(f, "output: {}", self.outputs[0].display())
+    }
+}
+
+/// Converts trace files into one Paraver trace `STEM.prv`, `STEM.pcf`, `STEM.row`.
+///
+/// Outputs are written to temporary files next to them and renamed at the end, so a
+/// failed conversion leaves no partial trace. Existing outputs are an error unless
+/// `force`.
+pub fn convert_paraver(inputs: &[PathBuf], stem: &Path, force: bool) -> Result<ConvertReport> {
+    convert_paraver_with(inputs, stem, force, &ConvertOptions::default())
+}
+
+/// [`convert_paraver`] with explicit tuning.
+pub fn convert_paraver_with(
+    inputs: &[PathBuf],
+    stem: &Path,
+    force: bool,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport> {
+    let outputs = ["prv", "pcf", "row"].map(|ext| with_ext(stem, ext));
+    if !force {
+        if let Some(p) = outputs.iter().find(|p| p.exists()) {
+            return Err(Error::Exists { path: p.clone() });
+        }
+    }
+    let temps = outputs.clone().map(|p| with_ext(&p, "tmp"));
+    let body_path = with_ext(&outputs[0], "body.tmp");
+    let result = convert_inner(inputs, &outputs, &temps, &body_path, opts);
+    let _ = std::fs::remove_file(&body_path);
+    if result.is_err() {
+        for t in &temps {
+            let _ = std::fs::remove_file(t);
+        }
+    }
+    result
+}
+
+fn with_ext(p: &Path, ext: &str) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(".");
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+fn convert_inner(
+    inputs: &[PathBuf],
+    outputs: &[PathBuf; 3],
+    temps: &[PathBuf; 3],
+    body_path: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport> {
+    let merger = Merger::open(inputs, opts.merge.clone())?;
+    let mut tl = Timeline::new(merger);
+    let body = File::create(body_path).map_err(|e| Error::io(body_path, e))?;
+    let mut w = BodyWriter::new(BufWriter::with_capacity(1 << 20, body), &tl, opts);
+    let io_err = |e| Error::io(body_path, e);
+    while let Some(item) = tl.next_item()? {
+        w.item(&tl, item)?;
+        if w.pending.len() >= opts.flush_every && !tl.has_queued() {
+            let now = tl.now();
+            for piece in tl.cut(now, now.saturating_sub(opts.cut_age_ns)) {
+                w.item(&tl, Item::State(piece))?;
+            }
+            let horizon = now.saturating_sub(opts.link_horizon_ns);
+            let mark = now
+                .min(tl.min_open_since())
+                .min(tl.oldest_pending_link(horizon).unwrap_or(u64::MAX));
+            w.flush_before(mark).map_err(io_err)?;
+        }
+    }
+    w.flush_before(u64::MAX).map_err(io_err)?;
+    w.out.flush().map_err(io_err)?;
+    drop(w.out);
+    if tl.threads().is_empty() {
+        return Err(Error::Invalid {
+            path: inputs[0].clone(),
+            what: "no traced thread: nothing to convert".into(),
+        });
+    }
+    let end = tl.end().unwrap_or(0);
+    let layout = Layout::new(&tl, &w.slots)?;
+
+    // .prv: the header (known only now: thread counts) then the body, with the late
+    // records merged in.
+    let mut late = std::mem::take(&mut w.late);
+    late.sort_unstable_by_key(Out::key);
+    let header = layout.header(&tl, end);
+    assemble_prv(&header, body_path, &late, &w, &temps[0])?;
+    write_file(&temps[1], |f| write_pcf(f, &tl))?;
+    write_file(&temps[2], |f| layout.write_row(f, &tl))?;
+    for (t, o) in temps.iter().zip(outputs) {
+        std::fs::rename(t, o).map_err(|e| Error::io(o, e))?;
+    }
+
+    let m = tl.merger();
+    let ms = m.stats();
+    let ts = tl.stats();
+    Ok(ConvertReport {
+        records_in: ms.records,
+        states: w.counts[2],
+        events: w.counts[1],
+        comms: w.counts[0],
+        threads: tl.threads().len() as u64,
+        processes: layout.appls.len() as u64,
+        duration_ns: end,
+        out_of_order: ms.late,
+        max_lateness_ns: ms.max_lateness_ns,
+        lost_by_kernel: m.sources().iter().map(|s| s.lost()).sum(),
+        threads_not_traced: m.sources().iter().map(|s| s.threads_not_traced).sum(),
+        truncated: (m.sources().iter())
+            .filter_map(|s| s.truncated_at.map(|o| (s.path.clone(), o)))
+            .collect(),
+        without_trailer: (m.sources().iter())
+            .filter(|s| s.trailer.is_none())
+            .map(|s| s.path.clone())
+            .collect(),
+        orphan_func_exits: ts.orphan_func_exits,
+        unresolved_wakeups: ts.unresolved_wakeups,
+        outputs: outputs.clone(),
+    })
+}
+
+fn write_file(path: &Path, f: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>) -> Result<()> {
+    let file = File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut out = BufWriter::new(file);
+    f(&mut out).map_err(|e| Error::io(path, e))?;
+    out.flush().map_err(|e| Error::io(path, e))
+}
+
+#[derive(Clone, Copy, Debug)]
+enum OutKind {
+    State { end: u64, state: u32, cpu: u32 },
+    Event { ty: u32, value: i64, cpu: u32 },
+    Comm { cpu: u32, to: ThreadRef, rcpu: u32, recv: u64, size: i64, tag: i64 },
+}
+
+/// One body record waiting to be written.
+#[derive(Clone, Copy, Debug)]
+struct Out {
+    time: u64,
+    /// Paraver's tie order: communications, events, states.
+    rank: u8,
+    thread: ThreadRef,
+    /// Arrival order, so equal records keep it and output is deterministic.
+    seq: u32,
+    kind: OutKind,
+}
+
+impl Out {
+    fn key(&self) -> (u64, u8, ThreadRef, u32) {
+        (self.time, self.rank, self.thread, self.seq)
+    }
+}
+
+struct BodyWriter<W: Write> {
+    out: W,
+    pending: Vec<Out>,
+    /// Records older than what was already written: merged in at the end.
+    late: Vec<Out>,
+    /// Everything before this time has been written.
+    written_before: u64,
+    seq: u32,
+    /// Paraver (application, thread) of each thread, 1-based.
+    slots: Vec<(u32, u32)>,
+    /// Application of each process, 1-based, 0 = none yet.
+    appl_of_process: Vec<u32>,
+    appl_threads: Vec<u32>,
+    /// Per source: added to its function ids so several probe tables do not collide.
+    func_base: Vec<u32>,
+    line: Vec<u8>,
+    /// Lines written: communications, events, states.
+    counts: [u64; 3],
+}
+
+impl<W: Write> BodyWriter<W> {
+    fn new(out: W, tl: &Timeline, opts: &ConvertOptions) -> Self {
+        BodyWriter {
+            out,
+            pending: Vec::with_capacity(opts.flush_every.min(1 << 20) + 1024),
+            late: Vec::new(),
+            written_before: 0,
+            seq: 0,
+            slots: Vec::new(),
+            appl_of_process: Vec::new(),
+            appl_threads: Vec::new(),
+            func_base: func_bases(tl),
+            line: Vec::with_capacity(256),
+            counts: [0; 3],
+        }
+    }
+
+    fn push(&mut self, time: u64, rank: u8, thread: ThreadRef, kind: OutKind) {
+        self.seq = self.seq.wrapping_add(1);
+        let o = Out {
+            time,
+            rank,
+            thread,
+            seq: self.seq,
+            kind,
+        };
+        if time < self.written_before {
+            self.late.push(o);
+        } else {
+            self.pending.push(o);
+        }
+    }
+
+    /// Queues one type/value pair; `cpu` is the global 0-based CPU, `None` when the
+    /// thread is not on one.
+    fn event(&mut self, thread: ThreadRef, time: u64, cpu: Option<u32>, ty: u32, value: i64) {
+        let kind = OutKind::Event {
+            ty,
+            value,
+            cpu: cpu.map_or(0, |c| c + 1),
+        };
+        self.push(time, 1, thread, kind);
+    }
+
+    fn item(&mut self, tl: &Timeline, item: Item) -> Result<()> {
+        match item {
+            Item::Thread(r) => {
+                let p = tl.thread(r).process as usize;
+                if self.appl_of_process.len() <= p {
+                    self.appl_of_process.resize(p + 1, 0);
+                }
+                if self.appl_of_process[p] == 0 {
+                    self.appl_threads.push(0);
+                    self.appl_of_process[p] = self.appl_threads.len() as u32;
+                }
+                let a = self.appl_of_process[p];
+                let n = &mut self.appl_threads[a as usize - 1];
+                *n += 1;
+                if *n > u16::MAX as u32 {
+                    return Err(Error::Limit(
+                        "more than 65535 threads in one process: Paraver cannot index them".into(),
+                    ));
+                }
+                debug_assert_eq!(self.slots.len(), r as usize);
+                self.slots.push((a, *n));
+            }
+            Item::State(s) => {
+                let kind = OutKind::State {
+                    end: s.end,
+                    state: state_value(s.state),
+                    cpu: s.cpu.map_or(0, |c| c + 1),
+                };
+                self.push(s.begin, 2, s.thread, kind);
+            }
+            Item::OnCpu { thread, time, cpu } => {
+                self.event(thread, time, Some(cpu), EV_CPU, cpu as i64 + 1)
+            }
+            Item::FuncEntry {
+                thread,
+                time,
+                cpu,
+                func,
+            } => {
+                let base = self.func_base[tl.thread(thread).source as usize];
+                self.event(thread, time, Some(cpu), EV_FUNCTION, (base + func) as i64);
+            }
+            Item::Func(s) => {
+                // A function the trace ends inside just goes on to the end.
+                if s.end_kind != SpanEnd::TraceEnded {
+                    self.event(s.thread, s.end, s.cpu, EV_FUNCTION, 0);
+                }
+            }
+            Item::SyscallEntry(e) => {
+                let (th, t, c) = (e.thread, e.time, Some(e.cpu));
+                self.event(th, t, c, EV_SYSCALL, e.nr as i64 + 1);
+                if let Some(fd) = e.fd.filter(|&fd| fd >= 0) {
+                    self.event(th, t, c, EV_FD, fd as i64 + 1);
+                }
+                if let Some(op) = e.sock_op {
+                    self.event(th, t, c, EV_SOCKET_OP, op as i64);
+                }
+                if let Some(conn) = e.conn {
+                    self.event(th, t, c, EV_CONNECTION, conn as i64);
+                }
+            }
+            Item::Syscall(s) => {
+                if s.end_kind == SpanEnd::TraceEnded {
+                    return Ok(());
+                }
+                let (th, t, c) = (s.thread, s.end, s.cpu);
+                self.event(th, t, c, EV_SYSCALL, 0);
+                if s.entered {
+                    if s.fd.is_some_and(|fd| fd >= 0) {
+                        self.event(th, t, c, EV_FD, 0);
+                    }
+                    if s.sock_op.is_some() {
+                        self.event(th, t, c, EV_SOCKET_OP, 0);
+                    }
+                    if s.conn.is_some() {
+                        self.event(th, t, c, EV_CONNECTION, 0);
+                    }
+                }
+                if s.bytes_read > 0 {
+                    self.event(th, t, c, EV_BYTES_READ, s.bytes_read as i64);
+                }
+                if s.bytes_written > 0 {
+                    self.event(th, t, c, EV_BYTES_WRITTEN, s.bytes_written as i64);
+                }
+                if let Some(conn) = s.new_conn {
+                    self.event(th, t, c, EV_ACCEPTED, conn as i64);
+                }
+            }
+            Item::Link(l) => {
+                let (size, tag) = match l.kind {
+                    LinkKind::Wakeup => (0, 0),
+                    LinkKind::Handoff { conn } => (l.bytes as i64, conn as i64),
+                };
+                let kind = OutKind::Comm {
+                    cpu: l.send_cpu + 1,
+                    to: l.to,
+                    rcpu: l.recv_cpu + 1,
+                    recv: l.recv,
+                    size,
+                    tag,
+                };
+                self.push(l.send, 0, l.from, kind);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sorts the buffer and writes every record before `mark`.
+    fn flush_before(&mut self, mark: u64) -> std::io::Result<()> {
+        let mark = mark.max(self.written_before);
+        self.pending.sort_unstable_by_key(Out::key);
+        let n = self.pending.partition_point(|o| o.time < mark);
+        let mut i = 0;
+        while i < n {
+            i = self.format(i, n);
+            self.out.write_all(&self.line)?;
+        }
+        self.pending.drain(..n);
+        self.written_before = mark;
+        Ok(())
+    }
+
+    /// Formats `pending[i]` (with the events of the same thread and time after it) into
+    /// `self.line`; returns the index of the next record.
+    fn format(&mut self, i: usize, n: usize) -> usize {
+        self.line.clear();
+        let recs = &self.pending;
+        let o = recs[i];
+        let next = match o.kind {
+            OutKind::Event { .. } => {
+                let mut j = i + 1;
+                while j < n
+                    && recs[j].time == o.time
+                    && recs[j].thread == o.thread
+                    && matches!(recs[j].kind, OutKind::Event { .. })
+                {
+                    j += 1;
+                }
+                j
+            }
+            _ => i + 1,
+        };
+        format_line(&mut self.line, &self.slots, &recs[i..next], &mut self.counts);
+        next
+    }
+}
+
+/// Formats one body line from `recs`: one record, or several events of one thread at one
+/// time.
+fn format_line(line: &mut Vec<u8>, slots: &[(u32, u32)], recs: &[Out], counts: &mut [u64; 3]) {
+    let o = &recs[0];
+    let (appl, thread) = slots[o.thread as usize];
+    let head = |line: &mut Vec<u8>, ty: u8, cpu: u32| {
+        line.push(ty);
+        line.push(b':');
+        push_u64(line, cpu as u64);
+        line.push(b':');
+        push_u64(line, appl as u64);
+        line.extend_from_slice(b":1:");
+        push_u64(line, thread as u64);
+        line.push(b':');
+        push_u64(line, o.time);
+    };
+    match o.kind {
+        OutKind::State { end, state, cpu } => {
+            head(line, b'1', cpu);
+            line.push(b':');
+            push_u64(line, end);
+            line.push(b':');
+            push_u64(line, state as u64);
+            counts[2] += 1;
+        }
+        OutKind::Event { cpu, .. } => {
+            head(line, b'2', cpu);
+            for r in recs {
+                if let OutKind::Event { ty, value, .. } = r.kind {
+                    line.push(b':');
+                    push_u64(line, ty as u64);
+                    line.push(b':');
+                    push_i64(line, value);
+                }
+            }
+            counts[1] += 1;
+        }
+        OutKind::Comm {
+            cpu,
+            to,
+            rcpu,
+            recv,
+            size,
+            tag,
+        } => {
+            head(line, b'3', cpu);
+            line.push(b':');
+            push_u64(line, o.time);
+            line.push(b':');
+            push_u64(line, rcpu as u64);
+            let (rappl, rthread) = slots[to as usize];
+            line.push(b':');
+            push_u64(line, rappl as u64);
+            line.extend_from_slice(b":1:");
+            push_u64(line, rthread as u64);
+            line.push(b':');
+            push_u64(line, recv);
+            line.push(b':');
+            push_u64(line, recv);
+            line.push(b':');
+            push_i64(line, size);
+            line.push(b':');
+            push_i64(line, tag);
+            counts[0] += 1;
+        }
+    }
+    line.push(b'\n');
+}
+
+fn func_bases(tl: &Timeline) -> Vec<u32> {
+    let mut base = 0u32;
+    let mut out = Vec::new();
+    for s in tl.merger().sources() {
+        out.push(base);
+        let max = s.probes.iter().map(|p| p.id).max().unwrap_or(0);
+        base = base.saturating_add(max);
+    }
+    out
+}
+
+/// The process model and resources: which application is which process, on which node.
+struct Layout {
+    /// Per application (1-based order): the process index and its threads in order.
+    appls: Vec<(u32, Vec<ThreadRef>)>,
+}
+
+impl Layout {
+    fn new(tl: &Timeline, slots: &[(u32, u32)]) -> Result<Layout> {
+        let napps = slots.iter().map(|s| s.0).max().unwrap_or(0) as usize;
+        let mut appls: Vec<(u32, Vec<ThreadRef>)> = vec![(0, Vec::new()); napps];
+        for (r, &(a, _)) in slots.iter().enumerate() {
+            let e = &mut appls[a as usize - 1];
+            e.0 = tl.thread(r as ThreadRef).process;
+            e.1.push(r as ThreadRef);
+        }
+        let cpus: u64 = tl.merger().nodes().iter().map(|n| n.cpus as u64).sum();
+        if cpus > u16::MAX as u64 {
+            return Err(Error::Limit(format!(
+                "{cpus} CPUs: Paraver indexes at most 65535"
+            )));
+        }
+        Ok(Layout { appls })
+    }
+
+    fn header(&self, tl: &Timeline, end: u64) -> String {
+        let m = tl.merger();
+        let start = (m.sources().iter())
+            .map(|s| s.header.start_ns as i128 + s.header.monotonic_to_realtime_ns as i128)
+            .min()
+            .unwrap_or(0);
+        let nodes: Vec<String> = m.nodes().iter().map(|n| n.cpus.to_string()).collect();
+        let appls: Vec<String> = (self.appls.iter())
+            .map(|(p, threads)| {
+                let source = tl.processes()[*p as usize].source as usize;
+                let node = m.sources()[source].node + 1;
+                format!("1({}:{node})", threads.len())
+            })
+            .collect();
+        // Applications are separated by ':' as Paraver itself writes them.
+        format!(
+            "#Paraver ({}):{end}_ns:{}({}):{}:{}\n",
+            fmt::paraver_date(start),
+            nodes.len(),
+            nodes.join(","),
+            appls.len(),
+            appls.join(":")
+        )
+    }
+
+    fn write_row(&self, f: &mut impl Write, tl: &Timeline) -> std::io::Result<()> {
+        let nodes = tl.merger().nodes();
+        let cpus: u32 = nodes.iter().map(|n| n.cpus).sum();
+        writeln!(f, "LEVEL CPU SIZE {cpus}")?;
+        for n in nodes {
+            for c in 0..n.cpus {
+                writeln!(f, "{}.{}", c + 1, n.hostname)?;
+            }
+        }
+        writeln!(f, "\nLEVEL NODE SIZE {}", nodes.len())?;
+        for n in nodes {
+            writeln!(f, "{}", n.hostname)?;
+        }
+        let procs = tl.processes();
+        for level in ["APPL", "TASK"] {
+            writeln!(f, "\nLEVEL {level} SIZE {}", self.appls.len())?;
+            for (p, _) in &self.appls {
+                let p = &procs[*p as usize];
+                writeln!(f, "{}:{}", clean(&p.name), p.tgid)?;
+            }
+        }
+        let total: usize = self.appls.iter().map(|a| a.1.len()).sum();
+        writeln!(f, "\nLEVEL THREAD SIZE {total}")?;
+        for (_, threads) in &self.appls {
+            for &r in threads {
+                let t = tl.thread(r);
+                writeln!(f, "{}:{}", clean(&t.name), t.tid)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A label fit for one line of the .row/.pcf.
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+fn assemble_prv<W: Write>(
+    header: &str,
+    body_path: &Path,
+    late: &[Out],
+    w: &BodyWriter<W>,
+    out_path: &Path,
+) -> Result<()> {
+    let io_out = |e| Error::io(out_path, e);
+    let body = File::open(body_path).map_err(|e| Error::io(body_path, e))?;
+    let mut body = BufReader::with_capacity(1 << 20, body);
+    let out = File::create(out_path).map_err(io_out)?;
+    let mut out = BufWriter::with_capacity(1 << 20, out);
+    out.write_all(header.as_bytes()).map_err(io_out)?;
+    let mut counts = [0u64; 3];
+    let mut late_line = Vec::new();
+    let mut line = Vec::new();
+    let mut li = 0;
+    // Merge the (few) late records in by (time, tie rank); once they are all out the
+    // rest of the body is copied as is.
+    while li < late.len() {
+        line.clear();
+        let n = body
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io(body_path, e))?;
+        let key = (n > 0).then(|| line_key(&line)).flatten();
+        while li < late.len() && key.is_none_or(|k| (late[li].time, late[li].rank) <= k) {
+            late_line.clear();
+            format_line(&mut late_line, &w.slots, &late[li..li + 1], &mut counts);
+            out.write_all(&late_line).map_err(io_out)?;
+            li += 1;
+        }
+        out.write_all(&line).map_err(io_out)?;
+        if n == 0 {
+            break;
+        }
+    }
+    std::io::copy(&mut body, &mut out).map_err(io_out)?;
+    out.flush().map_err(io_out)
+}
+
+/// (time, tie rank) of a body line.
+fn line_key(line: &[u8]) -> Option<(u64, u8)> {
+    let rank = match line.first()? {
+        b'3' => 0,
+        b'2' => 1,
+        b'1' => 2,
+        _ => return None,
+    };
+    let field = line.split(|&b| b == b':').nth(5)?;
+    let s = std::str::from_utf8(field).ok()?.trim_end();
+    Some((s.parse().ok()?, rank))
+}
+
+fn write_pcf(f: &mut impl Write, tl: &Timeline) -> std::io::Result<()> {
+    f.write_all(
+        b"DEFAULT_OPTIONS\n\nLEVEL               THREAD\nUNITS               NANOSEC\n\
+          LOOK_BACK           100\nSPEED               1\nFLAG_ICONS          ENABLED\n\
+          NUM_OF_STATE_COLORS 1000\nYMAX_SCALE          37\n\n\n\
+          DEFAULT_SEMANTIC\n\nTHREAD_FUNC          State As Is\n\n\n",
+    )?;
+    let mut states = ThreadState::ALL;
+    states.sort_by_key(|&s| state_value(s));
+    writeln!(f, "STATES")?;
+    for s in states {
+        writeln!(f, "{:<4} {}", state_value(s), state_look(s).0)?;
+    }
+    writeln!(f, "\n\nSTATES_COLOR")?;
+    for s in states {
+        let (r, g, b) = state_look(s).1;
+        writeln!(f, "{:<4} {{{r},{g},{b}}}", state_value(s))?;
+    }
+
+    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_FUNCTION}    User function\nVALUES")?;
+    writeln!(f, "0      End")?;
+    let bases = func_bases(tl);
+    for (s, base) in tl.merger().sources().iter().zip(bases) {
+        let mut probes: Vec<_> = s.probes.iter().collect();
+        probes.sort_by_key(|p| p.id);
+        for p in probes {
+            writeln!(f, "{}      {}", base + p.id, clean(&p.name))?;
+        }
+    }
+
+    writeln!(f, "\n\nEVENT_TYPE\n9    {EV_SYSCALL}    System call\nVALUES")?;
+    writeln!(f, "0      End")?;
+    for nr in 0..1024u32 {
+        if let Some(name) = trace_file::syscalls::name(nr) {
+            writeln!(f, "{}      {name}", nr + 1)?;
+        }
+    }
+
+    writeln!(f, "\n\nEVENT_TYPE")?;
+    writeln!(f, "0    {EV_BYTES_READ}    Bytes read")?;
+    writeln!(f, "0    {EV_BYTES_WRITTEN}    Bytes written")?;
+    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_FD}    File descriptor (value - 1)\nVALUES")?;
+    writeln!(f, "0      End")?;
+
+    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_SOCKET_OP}    Socket operation\nVALUES")?;
+    writeln!(f, "0      End")?;
+    for op in SockOp::ALL {
+        writeln!(f, "{}      {}", op as u32, op.label())?;
+    }
+
+    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_CONNECTION}    Connection\nVALUES")?;
+    writeln!(f, "0      End")?;
+    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_ACCEPTED}    Accepted connection")?;
+    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_CPU}    Executing CPU")?;
+    Ok(())
+}
