@@ -13,6 +13,15 @@ pub(crate) struct Names {
 
 /// Demangles `raw` (Rust legacy/v0 or C++ Itanium); plain C names come back as is.
 pub(crate) fn demangle(raw: &str) -> Names {
+    // Static symbol tables of versioned libraries keep the version in the
+    // name (`xdr_uint32_t@GLIBC_2.2.5`); it is not part of the function name.
+    match raw.find('@') {
+        Some(i) if i > 0 => demangle_unversioned(&raw[..i]),
+        _ => demangle_unversioned(raw),
+    }
+}
+
+fn demangle_unversioned(raw: &str) -> Names {
     if raw.starts_with("_R") || raw.starts_with("_ZN") {
         if let Ok(d) = rustc_demangle::try_demangle(raw) {
             let display = format!("{d:#}");
@@ -106,6 +115,7 @@ mod tests {
     #[test]
     fn c_passthrough() {
         assert_eq!(demangle("malloc").display, "malloc");
+        assert_eq!(demangle("xdr_long@GLIBC_2.2.5").display, "xdr_long");
         assert_eq!(demangle("_Zbogus").display, "_Zbogus");
     }
 }

@@ -63,7 +63,11 @@ impl ElfInfo {
     /// Opens and validates `path` as a 64-bit ELF file.
     pub fn open(path: &Path) -> Result<Self, Error> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let md = file.metadata().map_err(|e| Error::io(path, e))?;
+        if !md.is_file() {
+            return Err(Error::not_elf(path, "not a regular file"));
+        }
+        let len = md.len();
         if len == 0 {
             return Err(Error::not_elf(path, "empty file"));
         }
@@ -197,7 +201,7 @@ pub(crate) struct RawSym {
 
 /// Sorted function symbols of one binary (all tables merged).
 pub(crate) struct SymbolIndex {
-    /// Sorted by (addr, rank, name).
+    /// Sorted by (addr, rank), ties in symbol-table order.
     pub syms: Vec<RawSym>,
     names: OnceLock<Vec<Names>>,
     /// True if we had a full symbol table (.symtab, debug file or MiniDebugInfo),
@@ -213,9 +217,12 @@ fn bind_rank(bind: u8, from_dynsym: bool, name: &str) -> u8 {
     };
     // Prefer public spellings (`malloc` over `__libc_malloc`).
     let underscores = name.bytes().take_while(|&c| c == b'_').count().min(3) as u8;
-    let mut r = b * 8 + underscores;
+    let mut r = b * 16 + underscores;
     if from_dynsym {
         r += 1;
+    }
+    if name.contains('@') {
+        r += 4;
     }
     r
 }
@@ -286,7 +293,9 @@ impl SymbolIndex {
                 }
             }
         }
-        syms.sort_by(|a, b| (a.addr, a.rank, &a.raw).cmp(&(b.addr, b.rank, &b.raw)));
+        // Stable: equal-rank aliases stay in symbol-table order, which is what
+        // binutils picks too (folded identical functions share an address).
+        syms.sort_by_key(|s| (s.addr, s.rank));
         // Same name at the same address comes from several tables; keep one.
         let mut seen = HashSet::new();
         syms.retain(|s| seen.insert((s.addr, s.raw.clone())));

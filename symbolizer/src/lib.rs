@@ -123,7 +123,7 @@ pub enum Error {
         short: String,
     },
     /// A plain name matched several functions.
-    #[error("`{func}` matches {} functions: {}; pick one (a raw symbol name is unique) or allow multiple", .matches.len(), .matches.join(", "))]
+    #[error("`{func}` matches {} functions: {}; pick one (a raw symbol name is unique) or allow multiple", .matches.len(), fmt_list(.matches, 10))]
     Ambiguous {
         /// Requested function.
         func: String,
@@ -227,10 +227,17 @@ fn fmt_available(a: &[String]) -> String {
     if a.is_empty() {
         String::new()
     } else {
-        let mut a = a.to_vec();
-        a.truncate(12);
-        format!(" (loaded: {})", a.join(", "))
+        format!(" (loaded: {})", fmt_list(a, 12))
     }
+}
+
+/// Joins at most `max` items, so a message stays one readable line.
+fn fmt_list(items: &[String], max: usize) -> String {
+    let mut s = items[..items.len().min(max)].join(", ");
+    if items.len() > max {
+        s.push_str(&format!(" and {} more", items.len() - max));
+    }
+    s
 }
 
 impl Error {

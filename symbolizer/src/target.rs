@@ -117,13 +117,19 @@ impl Scope {
                 })
             }
             Target::Path(p) => {
-                let abs = if p.is_absolute() {
+                let mut abs = if p.is_absolute() {
                     p.clone()
                 } else {
                     std::env::current_dir()
                         .map(|d| d.join(p))
                         .unwrap_or_else(|_| p.clone())
                 };
+                // `tracer record -- ls`: a bare command name is looked up like exec does.
+                if !abs.exists() && p.components().count() == 1 {
+                    if let Some(found) = search_path(p) {
+                        abs = found;
+                    }
+                }
                 if !abs.exists() {
                     return Err(Error::io(
                         &abs,
@@ -243,6 +249,13 @@ impl Scope {
             }
         }
     }
+}
+
+fn search_path(name: &Path) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|c| c.is_file())
 }
 
 pub(crate) fn basename(p: &str) -> &str {

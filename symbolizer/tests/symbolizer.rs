@@ -602,6 +602,14 @@ fn bad_files_are_errors_not_panics() {
         Error::NotElf { .. }
     ));
 
+    let e = resolve(
+        &Target::Path(dir.path().to_path_buf()),
+        "main",
+        &Options::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::NotElf { .. }), "{e:?}");
+
     let missing = dir.path().join("missing");
     let e = resolve(&path(&missing), "main", &Options::default()).unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e:?}");
@@ -657,5 +665,151 @@ fn list_like_bpftrace() {
     assert_eq!(names, ["fixlib_add", "fixlib_internal", "fixlib_mul"]);
     for m in &lib {
         assert_eq!(m.file_offset, file_offset(&f.libfix, m.address) + m.skipped);
+    }
+}
+
+/// binutils 2.40 gets the file wrong for code from an #included .c file, so
+/// the oracle here is the source text itself: every reported file:line must
+/// be a line of the right function.
+#[test]
+fn symbolize_code_from_included_file_against_source() {
+    let f = fixtures();
+    let sym = readelf_sym(&f.inc, "inc_outer");
+    let body = std::fs::read_to_string(fixture_src("inc_body.c")).unwrap();
+    let body_lines: Vec<&str> = body.lines().collect();
+    let line_of =
+        |marker: &str| body_lines.iter().position(|l| l.contains(marker)).unwrap() as u32 + 1;
+    let (helper_line, call_line) = (line_of("HELPER_BODY"), line_of("CALL_SITE"));
+    let outer_range = line_of("int inc_outer")..=call_line + 1;
+    let mut s = Symbolizer::new();
+    let mut saw_inlined = false;
+    for a in sym.value..sym.value + sym.size {
+        let frames = s.symbolize(&f.inc, a).unwrap();
+        let outer = frames.last().unwrap();
+        assert_eq!(outer.function.as_deref(), Some("inc_outer"));
+        for fr in &frames {
+            if fr.line.is_none_or(|l| l == 0) {
+                continue;
+            }
+            assert!(
+                fr.file.as_deref().unwrap().ends_with("inc_body.c"),
+                "{a:#x}: {frames:?}"
+            );
+        }
+        if frames.len() == 2 {
+            saw_inlined = true;
+            assert_eq!(frames[0].function.as_deref(), Some("inc_helper"));
+            assert_eq!(frames[0].line, Some(helper_line), "{a:#x}: {frames:?}");
+            assert_eq!(outer.line, Some(call_line), "{a:#x}: {frames:?}");
+        } else if let Some(l) = outer.line.filter(|&l| l != 0) {
+            assert!(outer_range.contains(&l), "{a:#x}: {frames:?}");
+        }
+    }
+    assert!(saw_inlined, "inc_helper should be inlined into inc_outer");
+    let m = one(&path(&f.inc), "inc_outer");
+    assert_eq!(
+        m.source
+            .as_deref()
+            .map(|s| s.rsplit_once(':').unwrap().1.parse::<u32>().unwrap()),
+        Some(line_of("int inc_outer"))
+    );
+    assert!(m.source.unwrap().contains("inc_body.c"));
+}
+
+#[test]
+fn symbolizer_cache_follows_file_identity() {
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::copy(&f.prog_pie, &a).unwrap();
+    std::fs::copy(&f.prog_pie, &b).unwrap();
+    let sym = readelf_sym(&f.prog_pie, "compute_sum");
+    let mut s = Symbolizer::new();
+    let fa = s.symbolize(&a, sym.value).unwrap();
+    // Same build-id through another path: same answer from the shared entry.
+    assert_eq!(s.symbolize(&b, sym.value).unwrap(), fa);
+    assert_eq!(fa.last().unwrap().function.as_deref(), Some("compute_sum"));
+    // A different binary replacing `a` must not be answered from the cache.
+    std::fs::remove_file(&a).unwrap();
+    std::fs::copy(&f.cpp, &a).unwrap();
+    let m = readelf_sym(&f.cpp, "_ZN2ns5Class6methodEi");
+    let fr = s.symbolize(&a, m.value).unwrap();
+    assert_eq!(
+        fr.last().unwrap().function.as_deref(),
+        Some("ns::Class::method(int)")
+    );
+}
+
+/// Uses the system libc and, when libc6-dbg is installed, its debug file found
+/// by build-id under /usr/lib/debug/.build-id.
+#[test]
+fn libc_with_build_id_debug_file() {
+    let f = fixtures();
+    let m = one(&path(&f.prog_pie), "libc:malloc");
+    let id = m.build_id.clone().expect("libc has a build-id");
+    let debug = PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &id[..2],
+        &id[2..]
+    ));
+    if !debug.is_file() {
+        eprintln!("skipping build-id part: {} not installed", debug.display());
+        return;
+    }
+    assert!(m.source.is_some(), "source from the build-id debug file");
+    // Only in .symtab of the debug file, not in libc's .dynsym.
+    let local = readelf_funcs(&debug, false)
+        .into_iter()
+        .find(|s| {
+            s.bind == "LOCAL"
+                && s.size > 16
+                && !readelf_funcs(&m.binary, true)
+                    .iter()
+                    .any(|d| d.value == s.value)
+        })
+        .expect("a local function");
+    let spec = format!("libc:{}", local.name);
+    let got = resolve(
+        &path(&f.prog_pie),
+        &spec,
+        &Options {
+            allow_multiple: true,
+        },
+    )
+    .unwrap();
+    assert!(
+        got.iter().any(|g| g.address == local.value),
+        "{spec}: {got:?}"
+    );
+    // Lines agree with binutils (which also follows the build-id link).
+    let addrs: Vec<u64> = (0..m.size).step_by(7).map(|o| m.address + o).collect();
+    let theirs = addr2line(&m.binary, &addrs);
+    let mut s = Symbolizer::new();
+    for (a, t) in addrs.iter().zip(theirs) {
+        let ours = s.symbolize(&m.binary, *a).unwrap();
+        assert_eq!(
+            ours.last().unwrap().line,
+            t.last().unwrap().line,
+            "{a:#x}: {ours:?} vs {t:?}"
+        );
+    }
+}
+
+#[test]
+fn bare_command_name_is_searched_in_path() {
+    // `sh` is on every PATH this runs with; the answer must be the file exec would run.
+    let shell = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("sh"))
+        .find(|p| p.is_file())
+        .unwrap();
+    // Distribution shells are usually stripped: either answer names the file.
+    match resolve(
+        &Target::Path(PathBuf::from("sh")),
+        "main",
+        &Options::default(),
+    ) {
+        Ok(v) => assert_eq!(v[0].binary, shell),
+        Err(Error::Stripped { binary, .. }) => assert_eq!(binary, shell.to_string_lossy()),
+        Err(e) => panic!("{e}"),
     }
 }

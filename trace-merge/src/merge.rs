@@ -29,8 +29,8 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use trace_file::{
-    Chunk, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, Reader,
-    ThreadInfo, TraceHeader, Trailer,
+    Chunk, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, Reader, ThreadInfo,
+    TraceHeader, Trailer,
 };
 
 use crate::error::{Error, Result};

@@ -142,8 +142,7 @@ pub fn class(nr: u32) -> SysClass {
         // fstat, lseek, ioctl, getsockname, getpeername, setsockopt, getsockopt, fcntl,
         // flock, fsync, fdatasync, ftruncate, getdents64, fadvise64, splice, fallocate,
         // copy_file_range
-        5 | 8 | 16 | 51 | 52 | 54 | 55 | 72 | 73 | 74 | 75 | 77 | 217 | 221 | 275 | 285
-        | 326 => fd,
+        5 | 8 | 16 | 51 | 52 | 54 | 55 | 72 | 73 | 74 | 75 | 77 | 217 | 221 | 275 | 285 | 326 => fd,
         // open, openat, creat, openat2, dup, dup2, dup3, epoll_create(1), eventfd(2),
         // timerfd_create, signalfd(4), memfd_create, inotify_init(1), pidfd_open
         2 | 257 | 85 | 437 | 32 | 33 | 292 | 213 | 291 | 284 | 290 | 283 | 282 | 289 | 319
@@ -177,12 +176,30 @@ mod tests {
         assert_eq!(class(n("listen")).sock, Some(SockOp::Listen));
         assert_eq!(class(n("bind")).sock, Some(SockOp::Bind));
         for name in [
-            "open", "openat", "creat", "openat2", "dup", "dup2", "dup3", "epoll_create1",
-            "eventfd2", "timerfd_create", "signalfd4", "memfd_create", "pidfd_open",
+            "open",
+            "openat",
+            "creat",
+            "openat2",
+            "dup",
+            "dup2",
+            "dup3",
+            "epoll_create1",
+            "eventfd2",
+            "timerfd_create",
+            "signalfd4",
+            "memfd_create",
+            "pidfd_open",
         ] {
             assert_eq!(class(n(name)).new_fd, Some(NewFd::Other), "{name}");
         }
-        for name in ["fstat", "lseek", "fcntl", "getdents64", "splice", "copy_file_range"] {
+        for name in [
+            "fstat",
+            "lseek",
+            "fcntl",
+            "getdents64",
+            "splice",
+            "copy_file_range",
+        ] {
             assert!(class(n(name)).fd_arg, "{name}");
         }
     }

@@ -658,9 +658,8 @@ impl Timeline {
             } => {
                 self.acting(m);
                 let known = self.lookup(m.source, child_tid);
-                let alive = known.is_some_and(|r| {
-                    !matches!(self.rt[r as usize].state, ThreadState::Exited)
-                });
+                let alive = known
+                    .is_some_and(|r| !matches!(self.rt[r as usize].state, ThreadState::Exited));
                 if child_tid != 0 && !alive {
                     let name = comm.as_str().into_owned();
                     let (pre, st) = (ThreadState::NotCreated, ThreadState::Ready);
@@ -714,12 +713,13 @@ impl Timeline {
             match class.new_fd {
                 Some(NewFd::Accepted) => {
                     let id = self.next_conn;
-                    self.next_conn += 1;
+                    self.next_conn = self.next_conn.wrapping_add(1).max(1);
                     self.stats.connections += 1;
                     let e = FdEntry {
                         socket: true,
                         conn: id,
                     };
+                    self.forget_fd(newkey);
                     self.fds.insert(newkey, e);
                     let p = Pending {
                         from: r,
@@ -734,18 +734,17 @@ impl Timeline {
                         socket: true,
                         conn: 0,
                     };
+                    self.forget_fd(newkey);
                     self.fds.insert(newkey, e);
                 }
-                Some(NewFd::Other) => {
-                    self.fds.remove(&newkey);
-                }
+                Some(NewFd::Other) => self.forget_fd(newkey),
                 None => {}
             }
         }
         if let Some(fd) = o.fd {
             if class.close {
                 // close releases the number even when it fails with EINTR.
-                self.fds.remove(&key(proc_, fd as u32));
+                self.forget_fd(key(proc_, fd as u32));
             } else if o.sock_op == Some(SockOp::Connect) {
                 let e = self.fds.entry(key(proc_, fd as u32));
                 e.or_insert(FdEntry {
@@ -754,8 +753,16 @@ impl Timeline {
                 });
             }
         }
-        let bytes_read = if class.reads && ret > 0 { ret as u64 } else { 0 };
-        let bytes_written = if class.writes && ret > 0 { ret as u64 } else { 0 };
+        let bytes_read = if class.reads && ret > 0 {
+            ret as u64
+        } else {
+            0
+        };
+        let bytes_written = if class.writes && ret > 0 {
+            ret as u64
+        } else {
+            0
+        };
         if let Some(c) = o.conn {
             if let Some(p) = self.handoffs.get(&c).copied() {
                 if p.from != r {
@@ -793,6 +800,16 @@ impl Timeline {
             new_conn,
             end_kind: SpanEnd::Returned,
         }));
+    }
+
+    /// The fd number is reused or closed: whatever connection it held is over (a close
+    /// not seen, e.g. lost, must not leave the connection pending for ever).
+    fn forget_fd(&mut self, k: u64) {
+        if let Some(e) = self.fds.remove(&k) {
+            if e.conn != 0 {
+                self.handoffs.remove(&e.conn);
+            }
+        }
     }
 
     fn close_sys(&mut self, r: ThreadRef, o: OpenSys, t: u64, cpu: Option<u32>, kind: SpanEnd) {

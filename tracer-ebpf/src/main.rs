@@ -167,6 +167,18 @@ mod programs {
         0
     }
 
+    /// The kernel's floor for a probe: what `func_entry` costs minus the recording.
+    /// Attached instead of it by `tracer record --empty-probes` (benchmarks only).
+    #[uprobe]
+    pub fn func_entry_empty(_ctx: ProbeContext) -> u32 {
+        0
+    }
+
+    #[uretprobe]
+    pub fn func_exit_empty(_ctx: RetProbeContext) -> u32 {
+        0
+    }
+
     #[tracepoint]
     pub fn sys_enter(ctx: TracePointContext) -> u32 {
         let (tgid, tid) = current();

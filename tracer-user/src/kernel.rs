@@ -40,6 +40,7 @@ pub struct Kernel {
     pub rings: Vec<RingBuf<MapData>>,
     /// Keeps the CPU -> ring buffer array alive while programs use it.
     _outer: ArrayOfMaps<MapData, RingBuf<MapData>>,
+    uprobe_programs: [&'static str; 2],
 }
 
 impl Kernel {
@@ -81,6 +82,7 @@ impl Kernel {
             counters,
             rings,
             _outer: outer,
+            uprobe_programs: ["func_entry", "func_exit"],
         })
     }
 
@@ -104,9 +106,15 @@ impl Kernel {
         Ok(())
     }
 
-    /// Loads the uprobe programs (once, before the first `attach_uprobe`).
-    pub fn load_uprobes(&mut self) -> Result<()> {
-        for prog in ["func_entry", "func_exit"] {
+    /// Loads the uprobe programs (once, before the first `attach_uprobe`). `empty` picks
+    /// programs that record nothing, to measure the kernel's own cost of a probe.
+    pub fn load_uprobes(&mut self, empty: bool) -> Result<()> {
+        self.uprobe_programs = if empty {
+            ["func_entry_empty", "func_exit_empty"]
+        } else {
+            ["func_entry", "func_exit"]
+        };
+        for prog in self.uprobe_programs {
             let p: &mut UProbe = self
                 .ebpf()
                 .program_mut(prog)
@@ -130,7 +138,7 @@ impl Kernel {
         let scope = UProbeScope::OneProcess(
             std::num::NonZeroU32::new(pid).ok_or_else(|| anyhow!("pid 0 cannot be traced"))?,
         );
-        for prog in ["func_entry", "func_exit"] {
+        for prog in self.uprobe_programs {
             let p: &mut UProbe = self.ebpf().program_mut(prog).unwrap().try_into()?;
             let point = UProbeAttachPoint {
                 location: UProbeAttachLocation::AbsoluteOffset(file_offset),

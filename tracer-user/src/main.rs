@@ -50,6 +50,9 @@ enum Command {
         /// No status line and no summary.
         #[arg(short, long)]
         quiet: bool,
+        /// Attach uprobes that record nothing (for benchmarks: the kernel's own cost).
+        #[arg(long, hide = true)]
+        empty_probes: bool,
         /// Command to launch and trace from its first instruction.
         #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
@@ -99,6 +102,7 @@ fn run(cli: Cli) -> Result<()> {
             output,
             force,
             quiet,
+            empty_probes,
             command,
         } => {
             if pids.is_empty() && command.is_empty() {
@@ -113,6 +117,7 @@ fn run(cli: Cli) -> Result<()> {
                 output,
                 force,
                 quiet,
+                empty_probes,
             };
             let summary = record::record(&opts)?;
             if !opts.quiet {

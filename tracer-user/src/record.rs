@@ -30,6 +30,8 @@ pub struct RecordOptions {
     pub force: bool,
     /// Print nothing but errors.
     pub quiet: bool,
+    /// Attach uprobe programs that record nothing (benchmarks: the kernel's floor).
+    pub empty_probes: bool,
 }
 
 /// Totals of a finished recording.
@@ -188,7 +190,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     }
     let mut table: Vec<Probe> = Vec::new();
     if !resolved.is_empty() {
-        kernel.load_uprobes()?;
+        kernel.load_uprobes(opts.empty_probes)?;
         for (i, r) in resolved.iter().enumerate() {
             let id = i as u32 + 1;
             for pid in &r.pids {

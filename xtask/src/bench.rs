@@ -1,7 +1,389 @@
 //! `cargo xtask bench`: overheads and throughputs, measured side by side in one run.
+//! Absolute times on these machines are noisy; the figures that matter are ratios of runs
+//! made one after the other here (rounds interleave the modes to spread the drift).
 
-use anyhow::Result;
+use std::{
+    io::Write,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use trace_file::{ChunkKind, Reader, Trailer};
+use tracer_tests::{build_fixture, load, wait_until, Server, ServerOptions};
+
+use crate::setup::{status, workspace};
+
+const ROUNDS: usize = 3;
+const LOAD_SECS: u64 = 4;
 
 pub fn run() -> Result<()> {
-    anyhow::bail!("bench is being written")
+    let tracer = crate::build::run()?;
+    ensure_perf()?;
+    let dir = workspace().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    println!("== server under load: traced / untraced ({ROUNDS} rounds of {LOAD_SECS}s each, interleaved)");
+    server_overhead(&tracer, &dir)?;
+    println!("\n== cost of a probed call (uprobe + uretprobe)");
+    probe_cost(&tracer, &dir)?;
+    println!("\n== highest event rate recorded (syscall storm, 2 CPUs)");
+    max_rate(&tracer, &dir)?;
+    for (name, example, args) in [
+        (
+            "symbolizer",
+            "symbolize_bench",
+            vec![tracer.display().to_string()],
+        ),
+        ("trace-merge", "convert_bench", vec![]),
+    ] {
+        let src = workspace()
+            .join(name)
+            .join(format!("examples/{example}.rs"));
+        if src.exists() {
+            println!("\n== {name}");
+            status(
+                Command::new("cargo")
+                    .args([
+                        "run",
+                        "--release",
+                        "--quiet",
+                        "-p",
+                        name,
+                        "--example",
+                        example,
+                        "--",
+                    ])
+                    .args(&args)
+                    .current_dir(workspace()),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn ensure_perf() -> Result<()> {
+    if Command::new("perf").arg("--version").output().is_ok() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing linux-perf (the comparison baseline)");
+    status(Command::new("apt-get").args(["install", "-y", "-qq", "linux-perf"]))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Untraced,
+    Tracer,
+    Perf,
+}
+
+/// CPU time (user + system) of a whole process, in nanoseconds.
+fn cpu_ns(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the state.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    ticks * 1_000_000_000 / hz.max(1)
+}
+
+fn file_len(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+fn interrupt(child: Child) -> Result<()> {
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output()?;
+    // perf ends by SIGINT itself (or exits 130) after a clean stop.
+    use std::os::unix::process::ExitStatusExt;
+    let by_sigint = out.status.code() == Some(130) || out.status.signal() == Some(libc::SIGINT);
+    if !out.status.success() && !by_sigint {
+        bail!(
+            "tracing tool failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+fn trailer(path: &Path) -> Result<Trailer> {
+    let mut r = Reader::new(std::fs::File::open(path)?)?;
+    while let Some(c) = r.next_chunk()? {
+        if c.kind == ChunkKind::Trailer {
+            return Ok(c.meta()?);
+        }
+    }
+    bail!("{} has no trailer", path.display())
+}
+
+struct Run {
+    rate: f64,
+    cpu_per_req: f64,
+    bytes: u64,
+    events: u64,
+}
+
+fn one_server_run(tracer: &Path, dir: &Path, mode: Mode) -> Result<Run> {
+    let server = Server::start(&ServerOptions::default())?;
+    let pid = server.pid();
+    let out = dir.join(match mode {
+        Mode::Tracer => "server.trace",
+        _ => "perf.data",
+    });
+    let _ = std::fs::remove_file(&out);
+    let tool = match mode {
+        Mode::Untraced => None,
+        Mode::Tracer => {
+            let c = Command::new(tracer)
+                .args(["record", "--quiet", "-p", &pid.to_string()])
+                .args(["-u", "handle_request", "-u", "render_response", "-o"])
+                .arg(&out)
+                .stderr(Stdio::piped())
+                .spawn()?;
+            wait_until(Duration::from_secs(20), || file_len(&out) > 200);
+            Some(c)
+        }
+        Mode::Perf => {
+            let mut c = Command::new("perf");
+            c.args(["record", "-q", "-o"]).arg(&out);
+            for e in [
+                "sched:sched_switch",
+                "sched:sched_wakeup",
+                "raw_syscalls:sys_enter",
+                "raw_syscalls:sys_exit",
+                "probe_server:handle_request",
+                "probe_server:handle_request__return",
+                "probe_server:render_response",
+                "probe_server:render_response__return",
+            ] {
+                c.args(["-e", e]);
+            }
+            let c = c
+                .args(["-p", &pid.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()?;
+            wait_until(Duration::from_secs(20), || file_len(&out) > 0);
+            std::thread::sleep(Duration::from_millis(500));
+            Some(c)
+        }
+    };
+    let cpu0 = cpu_ns(pid);
+    let t0 = Instant::now();
+    let report = load(
+        server.port(),
+        16,
+        1_000_000,
+        1024,
+        8,
+        Duration::from_secs(LOAD_SECS),
+    );
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = cpu_ns(pid) - cpu0;
+    if let Some(c) = tool {
+        interrupt(c)?;
+    }
+    server.stop()?;
+    let events = match mode {
+        Mode::Tracer => trailer(&out)?.records.values().sum(),
+        Mode::Perf => perf_samples(&out),
+        Mode::Untraced => 0,
+    };
+    Ok(Run {
+        rate: report.requests as f64 / secs,
+        cpu_per_req: cpu as f64 / report.requests.max(1) as f64,
+        bytes: file_len(&out),
+        events,
+    })
+}
+
+fn perf_samples(path: &Path) -> u64 {
+    Command::new("perf")
+        .args(["script", "-F", "event", "-i"])
+        .arg(path)
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| {
+            o.stdout
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count() as u64
+        })
+        .unwrap_or(0)
+}
+
+fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
+    let server_bin = build_fixture("server");
+    // perf's uprobes, defined once for the whole run.
+    let _ = Command::new("perf")
+        .args(["probe", "-q", "-d", "probe_server:*"])
+        .output();
+    for spec in [
+        "handle_request",
+        "handle_request%return",
+        "render_response",
+        "render_response%return",
+    ] {
+        let out = Command::new("perf")
+            .args(["probe", "-q", "-x"])
+            .arg(&server_bin)
+            .arg(spec)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "perf probe {spec}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let mut runs: Vec<(Mode, Run)> = vec![];
+    for _ in 0..ROUNDS {
+        for mode in [Mode::Untraced, Mode::Tracer, Mode::Perf] {
+            runs.push((mode, one_server_run(tracer, dir, mode)?));
+        }
+    }
+    let _ = Command::new("perf")
+        .args(["probe", "-q", "-d", "probe_server:*"])
+        .output();
+    let mean = |m: Mode, f: &dyn Fn(&Run) -> f64| {
+        let v: Vec<f64> = runs.iter().filter(|r| r.0 == m).map(|r| f(&r.1)).collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let base_rate = mean(Mode::Untraced, &|r| r.rate);
+    let base_cpu = mean(Mode::Untraced, &|r| r.cpu_per_req);
+    println!(
+        "untraced:        {base_rate:>9.0} requests/s  {:>7.1} us CPU/request",
+        base_cpu / 1e3
+    );
+    for (name, m) in [
+        ("tracer record:", Mode::Tracer),
+        ("perf record:", Mode::Perf),
+    ] {
+        let rate = mean(m, &|r| r.rate);
+        let cpu = mean(m, &|r| r.cpu_per_req);
+        let bytes = mean(m, &|r| r.bytes as f64);
+        let events = mean(m, &|r| r.events as f64);
+        println!(
+            "{name:<16} {rate:>9.0} requests/s  {:>7.1} us CPU/request  throughput ratio {:.3}  +{:.1} us CPU/request  {:.1} bytes/event ({:.0} events)",
+            cpu / 1e3,
+            rate / base_rate,
+            (cpu - base_cpu) / 1e3,
+            bytes / events.max(1.0),
+            events
+        );
+    }
+    Ok(())
+}
+
+/// Runs the `calls` fixture, optionally under `tracer record`, returning ns per call.
+fn calls_run(tracer: &Path, dir: &Path, probe: Option<bool>) -> Result<f64> {
+    let bin = build_fixture("calls");
+    let mut fx = Command::new(&bin)
+        .arg("2000000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let out = dir.join("calls.trace");
+    let _ = std::fs::remove_file(&out);
+    let rec = match probe {
+        None => None,
+        Some(empty) => {
+            let mut c = Command::new(tracer);
+            c.args([
+                "record",
+                "--quiet",
+                "-p",
+                &fx.id().to_string(),
+                "-u",
+                "probed",
+                "-o",
+            ])
+            .arg(&out);
+            if empty {
+                c.arg("--empty-probes");
+            }
+            let c = c.stderr(Stdio::piped()).spawn()?;
+            wait_until(Duration::from_secs(20), || file_len(&out) > 200);
+            Some(c)
+        }
+    };
+    fx.stdin.take().unwrap().write_all(b"g")?;
+    let o = fx.wait_with_output()?;
+    if let Some(c) = rec {
+        let o = c.wait_with_output()?;
+        if !o.status.success() {
+            bail!("tracer failed: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .context("calls fixture printed no timing")
+}
+
+fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
+    let (mut none, mut empty, mut rec) = (vec![], vec![], vec![]);
+    for _ in 0..ROUNDS {
+        none.push(calls_run(tracer, dir, None)?);
+        empty.push(calls_run(tracer, dir, Some(true))?);
+        rec.push(calls_run(tracer, dir, Some(false))?);
+    }
+    let min = |v: &[f64]| v.iter().cloned().fold(f64::MAX, f64::min);
+    let (n, e, r) = (min(&none), min(&empty), min(&rec));
+    println!("plain call:                 {n:>8.1} ns");
+    println!(
+        "empty uprobe+uretprobe:     {e:>8.1} ns  (+{:.1} ns: the kernel's floor)",
+        e - n
+    );
+    println!(
+        "recording uprobe+uretprobe: {r:>8.1} ns  (+{:.1} ns)",
+        r - n
+    );
+    println!(
+        "recorded / empty probe cost: {:.3}  (target <= 1.25)",
+        (r - n) / (e - n)
+    );
+    Ok(())
+}
+
+fn max_rate(tracer: &Path, dir: &Path) -> Result<()> {
+    let bin = build_fixture("storm");
+    for threads in [1, 2] {
+        let out = dir.join("storm.trace");
+        let _ = std::fs::remove_file(&out);
+        let mut fx = Command::new(&bin)
+            .args([&threads.to_string(), "3"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let rec = Command::new(tracer)
+            .args(["record", "--quiet", "-p", &fx.id().to_string(), "-o"])
+            .arg(&out)
+            .stderr(Stdio::piped())
+            .spawn()?;
+        wait_until(Duration::from_secs(20), || file_len(&out) > 200);
+        fx.stdin.take().unwrap().write_all(b"g")?;
+        fx.wait()?;
+        let o = rec.wait_with_output()?;
+        if !o.status.success() {
+            bail!("tracer failed: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        let t = trailer(&out)?;
+        let events: u64 = t.records.values().sum();
+        println!(
+            "{threads} thread(s): {:.2} M events/s recorded over 3 s, {} lost, {:.1} bytes/event",
+            events as f64 / 3.0 / 1e6,
+            t.lost,
+            file_len(&out) as f64 / events.max(1) as f64
+        );
+    }
+    Ok(())
 }

@@ -34,6 +34,7 @@ pub struct Fixtures {
     pub prog_dw4z: PathBuf,
     pub prog_split: PathBuf,
     pub prog_plain: PathBuf,
+    pub inc: PathBuf,
     pub prog_stripped: PathBuf,
     pub prog_stripped_alone: PathBuf,
     pub prog_mini: PathBuf,
@@ -145,6 +146,7 @@ fn build() -> Fixtures {
         &dir,
         &["-g", "-O2", &s("prog.c"), "-o", &p(&d("prog_plain"))],
     );
+    gcc(&dir, &["-g", "-O2", &s("inc_main.c"), "-o", &p(&d("inc"))]);
 
     // Stripped binary with its debug file beside it (found via .gnu_debuglink).
     let sdir = d("stripped");
@@ -254,6 +256,7 @@ fn build() -> Fixtures {
         prog_dw4z: d("prog_dw4z"),
         prog_split: d("prog_split"),
         prog_plain: d("prog_plain"),
+        inc: d("inc"),
         prog_stripped: stripped,
         prog_stripped_alone: alone,
         prog_mini: mini,

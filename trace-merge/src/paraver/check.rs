@@ -274,7 +274,10 @@ fn parse_header(line: &str) -> Result<Model, String> {
         p.num()?;
     }
     if p.pos != p.s.trim_end().len() {
-        return Err(format!("unexpected {:?} at the end of the header", &p.s[p.pos..]));
+        return Err(format!(
+            "unexpected {:?} at the end of the header",
+            &p.s[p.pos..]
+        ));
     }
     Ok(Model {
         ftime,
@@ -321,11 +324,7 @@ struct Used {
     types: BTreeSet<u32>,
 }
 
-fn check_prv(
-    path: &Path,
-    v: &mut Vec<Violation>,
-    r: &mut CheckReport,
-) -> Option<(Model, Used)> {
+fn check_prv(path: &Path, v: &mut Vec<Violation>, r: &mut CheckReport) -> Option<(Model, Used)> {
     let mut viol = |line, what: String| {
         v.push(Violation {
             file: path.to_path_buf(),
@@ -378,7 +377,10 @@ fn check_prv(
             }
         };
         if line.contains("new format") {
-            viol(ln, "a \"new format\" line switches the reader to another syntax".into());
+            viol(
+                ln,
+                "a \"new format\" line switches the reader to another syntax".into(),
+            );
             continue;
         }
         if line.starts_with('#') || line.trim().is_empty() {
@@ -409,7 +411,7 @@ fn check_prv(
                 viol(ln, format!("{} fields instead of {n}", f.len()));
                 continue;
             }
-        } else if f.len() < 8 || (f.len() - 6) % 2 != 0 {
+        } else if f.len() < 8 || !(f.len() - 6).is_multiple_of(2) {
             viol(
                 ln,
                 "event record needs type:value pairs (odd count or none)".into(),
@@ -428,7 +430,10 @@ fn check_prv(
         }
         records += 1;
         if time > model.ftime {
-            viol(ln, format!("time {time} after the trace end {}", model.ftime));
+            viol(
+                ln,
+                format!("time {time} after the trace end {}", model.ftime),
+            );
         }
         if let Some(p) = prev {
             if (time, rank) < p {
@@ -489,8 +494,9 @@ fn check_prv(
                 };
                 let (psend, rcpu, rappl, rtask, rthread, lrecv, precv) =
                     (ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6]);
-                if !check_object(&model, rcpu, rappl, rtask, rthread, total_cpus, ln, &mut viol)
-                {
+                if !check_object(
+                    &model, rcpu, rappl, rtask, rthread, total_cpus, ln, &mut viol,
+                ) {
                     continue;
                 }
                 if psend < time {
@@ -533,7 +539,10 @@ fn check_object(
         return false;
     }
     let Some((threads, node)) = model.task(appl as u32, task as u32) else {
-        viol(ln, format!("no application {appl} task {task} in the header"));
+        viol(
+            ln,
+            format!("no application {appl} task {task} in the header"),
+        );
         return false;
     };
     if thread == 0 || thread > threads as u64 {
@@ -544,7 +553,10 @@ fn check_object(
         return false;
     }
     if cpu != 0 && model.node_of_cpu(cpu as u32) != Some(node) {
-        viol(ln, format!("cpu {cpu} is not on node {node} of task {appl}.{task}"));
+        viol(
+            ln,
+            format!("cpu {cpu} is not on node {node} of task {appl}.{task}"),
+        );
         return false;
     }
     true
@@ -620,11 +632,12 @@ fn check_pcf(path: &Path, used: &Used, v: &mut Vec<Violation>) {
                 }
             }
             "EVENT_TYPE" if line == "VALUES" => in_values = true,
-            "EVENT_TYPE" if in_values => {
-                if first.parse::<i64>().is_err() || words.next().is_none() {
-                    viol(ln, format!("bad VALUES line {line:?}"));
-                }
+            "EVENT_TYPE"
+                if in_values && (first.parse::<i64>().is_err() || words.next().is_none()) =>
+            {
+                viol(ln, format!("bad VALUES line {line:?}"));
             }
+            "EVENT_TYPE" if in_values => {}
             "EVENT_TYPE" => {
                 let ty = words.next().and_then(|t| t.parse::<u32>().ok());
                 match (first.parse::<u32>(), ty, words.next()) {
@@ -651,12 +664,18 @@ fn check_pcf(path: &Path, used: &Used, v: &mut Vec<Violation>) {
             viol(0, format!("state {s} is used but has no label in STATES"));
         }
         if !colours.contains(s) {
-            viol(0, format!("state {s} is used but has no colour in STATES_COLOR"));
+            viol(
+                0,
+                format!("state {s} is used but has no colour in STATES_COLOR"),
+            );
         }
     }
     for t in &used.types {
         if !types.contains(t) {
-            viol(0, format!("event type {t} is used but not declared in EVENT_TYPE"));
+            viol(
+                0,
+                format!("event type {t} is used but not declared in EVENT_TYPE"),
+            );
         }
     }
 }
@@ -692,7 +711,10 @@ fn check_row(path: &Path, model: &Model, v: &mut Vec<Violation>) {
                 }
             },
             _ => {
-                viol(i + 1, format!("expected \"LEVEL <name> SIZE <n>\", got {line:?}"));
+                viol(
+                    i + 1,
+                    format!("expected \"LEVEL <name> SIZE <n>\", got {line:?}"),
+                );
                 continue;
             }
         };
@@ -711,7 +733,10 @@ fn check_row(path: &Path, model: &Model, v: &mut Vec<Violation>) {
         levels.insert(level.to_string());
         if let Some(e) = expected {
             if e != size {
-                viol(i + 1, format!("LEVEL {level} SIZE {size}, but the trace has {e}"));
+                viol(
+                    i + 1,
+                    format!("LEVEL {level} SIZE {size}, but the trace has {e}"),
+                );
             }
         }
         let mut labels = 0;
@@ -725,7 +750,10 @@ fn check_row(path: &Path, model: &Model, v: &mut Vec<Violation>) {
             }
         }
         if labels != size {
-            viol(i + 1, format!("LEVEL {level} has {labels} labels, not {size}"));
+            viol(
+                i + 1,
+                format!("LEVEL {level} has {labels} labels, not {size}"),
+            );
         }
     }
     if !levels.contains("THREAD") {
@@ -740,7 +768,10 @@ mod tests {
     #[test]
     fn header_grammar() {
         let m = parse_header("#Paraver (20/05/2025 at 14:03):1500000_ns:1(4):1:1(3:1)").unwrap();
-        assert_eq!((m.ftime, m.node_cpus.clone(), m.appls.clone()), (1500000, vec![4], vec![vec![(3, 1)]]));
+        assert_eq!(
+            (m.ftime, m.node_cpus.clone(), m.appls.clone()),
+            (1500000, vec![4], vec![vec![(3, 1)]])
+        );
         let m = parse_header("#Paraver (x):10:2(2,4):2:1(3:1):2(1:2,2:2),3").unwrap();
         assert_eq!(m.appls, vec![vec![(3, 1)], vec![(1, 2), (2, 2)]]);
         assert_eq!(m.node_of_cpu(3), Some(2));

@@ -1,19 +1,56 @@
 //! Small formatting helpers for the writer's hot loop (`write!` costs more than the rest
 //! of a record's work).
 
-/// Appends the decimal form of `v`.
+const DIGITS2: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
+/// Appends the decimal form of `v` (two digits per division, as `itoa` does). The
+/// digits are built left-aligned in a fixed array that is appended whole and then cut
+/// back: a fixed-size copy compiles to a few moves, where a variable-length one would
+/// cost a `memcpy` call per number.
 pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+    let n = digits(v);
+    let mut tmp = [b'0'; 20];
+    let mut i = n;
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        tmp[i] = DIGITS2[d];
+        tmp[i + 1] = DIGITS2[d + 1];
     }
-    buf.extend_from_slice(&tmp[i..]);
+    if v >= 10 {
+        let d = v as usize * 2;
+        tmp[0] = DIGITS2[d];
+        tmp[1] = DIGITS2[d + 1];
+    } else {
+        tmp[0] = b'0' + v as u8;
+    }
+    let len = buf.len();
+    buf.extend_from_slice(&tmp);
+    buf.truncate(len + n);
+}
+
+fn digits(v: u64) -> usize {
+    let mut n = 1;
+    let mut x = v;
+    while x >= 10_000 {
+        x /= 10_000;
+        n += 4;
+    }
+    if x >= 1000 {
+        n + 3
+    } else if x >= 100 {
+        n + 2
+    } else if x >= 10 {
+        n + 1
+    } else {
+        n
+    }
 }
 
 /// Appends the decimal form of `v`.

@@ -19,7 +19,7 @@ mod check;
 mod fmt;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 pub use check::{check, check_tiling, CheckReport, Violation, Violations};
@@ -92,9 +92,9 @@ impl Default for ConvertOptions {
     fn default() -> Self {
         ConvertOptions {
             merge: MergeOptions::default(),
-            flush_every: 1 << 18,
+            flush_every: 1 << 16,
             cut_age_ns: 1_000_000,
-            link_horizon_ns: 2_000_000_000,
+            link_horizon_ns: 10_000_000,
         }
     }
 }
@@ -126,6 +126,9 @@ pub struct ConvertReport {
     pub truncated: Vec<(PathBuf, u64)>,
     /// Inputs without a trailer (recorder did not stop cleanly).
     pub without_trailer: Vec<PathBuf>,
+    /// Records written after later ones had been (states before a thread's first
+    /// appearance, links resolved past the horizon): merged into place at the end.
+    pub late_records: u64,
     /// Function exits without a matching entry (ignored).
     pub orphan_func_exits: u64,
     /// Wakeups whose wakee never ran (no communication drawn).
@@ -156,7 +159,11 @@ impl std::fmt::Display for ConvertReport {
             writeln!(f, "truncated: {} at byte {at}", p.display())?;
         }
         for p in &self.without_trailer {
-            writeln!(f, "no trailer (recording did not stop cleanly): {}", p.display())?;
+            writeln!(
+                f,
+                "no trailer (recording did not stop cleanly): {}",
+                p.display()
+            )?;
         }
         write!(f, "output: {}", self.outputs[0].display())
     }
@@ -213,11 +220,13 @@ fn convert_inner(
     let merger = Merger::open(inputs, opts.merge.clone())?;
     let mut tl = Timeline::new(merger);
     let body = File::create(body_path).map_err(|e| Error::io(body_path, e))?;
-    let mut w = BodyWriter::new(BufWriter::with_capacity(1 << 20, body), &tl, opts);
+    let mut w = BodyWriter::new(body, &tl, opts);
     let io_err = |e| Error::io(body_path, e);
     while let Some(item) = tl.next_item()? {
         w.item(&tl, item)?;
-        if w.pending.len() >= opts.flush_every && !tl.has_queued() {
+        // Count only what came since the last flush: records held back by the watermark
+        // must not make every following item trigger a flush.
+        if w.pending() >= w.held + opts.flush_every && !tl.has_queued() {
             let now = tl.now();
             for piece in tl.cut(now, now.saturating_sub(opts.cut_age_ns)) {
                 w.item(&tl, Item::State(piece))?;
@@ -227,26 +236,36 @@ fn convert_inner(
                 .min(tl.min_open_since())
                 .min(tl.oldest_pending_link(horizon).unwrap_or(u64::MAX));
             w.flush_before(mark).map_err(io_err)?;
+            w.held = w.pending();
         }
     }
     w.flush_before(u64::MAX).map_err(io_err)?;
-    w.out.flush().map_err(io_err)?;
-    drop(w.out);
-    if tl.threads().is_empty() {
+    let mut counts = w.finish().map_err(io_err)?;
+    let end = tl.end().unwrap_or(0);
+    // Paraver rejects a body without records: say why instead of writing one.
+    if tl.threads().is_empty() || end == 0 {
+        let what = if tl.threads().is_empty() {
+            "no traced thread: nothing to convert"
+        } else {
+            "the trace has no duration (no event records and no end time)"
+        };
         return Err(Error::Invalid {
             path: inputs[0].clone(),
-            what: "no traced thread: nothing to convert".into(),
+            what: what.into(),
         });
     }
-    let end = tl.end().unwrap_or(0);
     let layout = Layout::new(&tl, &w.slots)?;
 
     // .prv: the header (known only now: thread counts) then the body, with the late
     // records merged in.
     let mut late = std::mem::take(&mut w.late);
-    late.sort_unstable_by_key(Out::key);
+    let late_records = late.len() as u64;
+    late.sort_by_key(Out::key);
     let header = layout.header(&tl, end);
-    assemble_prv(&header, body_path, &late, &w, &temps[0])?;
+    let late_counts = assemble_prv(&header, body_path, &late, &w.slots, &temps[0])?;
+    for (c, l) in counts.iter_mut().zip(late_counts) {
+        *c += l;
+    }
     write_file(&temps[1], |f| write_pcf(f, &tl))?;
     write_file(&temps[2], |f| layout.write_row(f, &tl))?;
     for (t, o) in temps.iter().zip(outputs) {
@@ -258,9 +277,9 @@ fn convert_inner(
     let ts = tl.stats();
     Ok(ConvertReport {
         records_in: ms.records,
-        states: w.counts[2],
-        events: w.counts[1],
-        comms: w.counts[0],
+        states: counts[2],
+        events: counts[1],
+        comms: counts[0],
         threads: tl.threads().len() as u64,
         processes: layout.appls.len() as u64,
         duration_ns: end,
@@ -275,13 +294,17 @@ fn convert_inner(
             .filter(|s| s.trailer.is_none())
             .map(|s| s.path.clone())
             .collect(),
+        late_records,
         orphan_func_exits: ts.orphan_func_exits,
         unresolved_wakeups: ts.unresolved_wakeups,
         outputs: outputs.clone(),
     })
 }
 
-fn write_file(path: &Path, f: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>) -> Result<()> {
+fn write_file(
+    path: &Path,
+    f: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<()> {
     let file = File::create(path).map_err(|e| Error::io(path, e))?;
     let mut out = BufWriter::new(file);
     f(&mut out).map_err(|e| Error::io(path, e))?;
@@ -290,9 +313,24 @@ fn write_file(path: &Path, f: impl FnOnce(&mut BufWriter<File>) -> std::io::Resu
 
 #[derive(Clone, Copy, Debug)]
 enum OutKind {
-    State { end: u64, state: u32, cpu: u32 },
-    Event { ty: u32, value: i64, cpu: u32 },
-    Comm { cpu: u32, to: ThreadRef, rcpu: u32, recv: u64, size: i64, tag: i64 },
+    State {
+        end: u64,
+        state: u32,
+        cpu: u32,
+    },
+    Event {
+        ty: u32,
+        value: i64,
+        cpu: u32,
+    },
+    Comm {
+        cpu: u32,
+        to: ThreadRef,
+        rcpu: u32,
+        recv: u64,
+        size: i64,
+        tag: i64,
+    },
 }
 
 /// One body record waiting to be written.
@@ -302,67 +340,118 @@ struct Out {
     /// Paraver's tie order: communications, events, states.
     rank: u8,
     thread: ThreadRef,
-    /// Arrival order, so equal records keep it and output is deterministic.
-    seq: u32,
     kind: OutKind,
 }
 
 impl Out {
-    fn key(&self) -> (u64, u8, ThreadRef, u32) {
-        (self.time, self.rank, self.thread, self.seq)
+    /// Sort key: time, then Paraver's tie rank, then thread. Records equal in all three
+    /// keep their arrival order (the sorts are stable), so output is deterministic.
+    fn key(&self) -> u128 {
+        (self.time as u128) << 64 | (self.rank as u128) << 32 | self.thread as u128
     }
 }
 
-struct BodyWriter<W: Write> {
-    out: W,
-    pending: Vec<Out>,
+/// Sorts records on the converting thread and hands ordered batches to a formatting
+/// thread: formatting numbers is half the work of a conversion, and runs in parallel
+/// with merging and the state machine.
+struct BodyWriter {
+    /// Events waiting to be written.
+    ev: Vec<Out>,
+    /// States and communications waiting to be written.
+    other: Vec<Out>,
     /// Records older than what was already written: merged in at the end.
     late: Vec<Out>,
     /// Everything before this time has been written.
     written_before: u64,
-    seq: u32,
     /// Paraver (application, thread) of each thread, 1-based.
     slots: Vec<(u32, u32)>,
+    /// Records left in the buffers by the last flush.
+    held: usize,
+    /// How many of `slots` the formatter knows.
+    slots_sent: usize,
     /// Application of each process, 1-based, 0 = none yet.
     appl_of_process: Vec<u32>,
     appl_threads: Vec<u32>,
     /// Per source: added to its function ids so several probe tables do not collide.
     func_base: Vec<u32>,
-    line: Vec<u8>,
-    /// Lines written: communications, events, states.
-    counts: [u64; 3],
+    to_formatter: Option<std::sync::mpsc::SyncSender<Batch>>,
+    /// Batches the formatter is done with, for reuse of their allocations.
+    returned: std::sync::mpsc::Receiver<Batch>,
+    formatter: Option<std::thread::JoinHandle<std::io::Result<[u64; 3]>>>,
 }
 
-impl<W: Write> BodyWriter<W> {
-    fn new(out: W, tl: &Timeline, opts: &ConvertOptions) -> Self {
+/// Records ready to be written: everything in them is before everything after them.
+#[derive(Default)]
+struct Batch {
+    /// Sorted by time.
+    ev: Vec<Out>,
+    /// States and communications, in any order.
+    other: Vec<Out>,
+    /// Slots of threads that appeared since the previous batch.
+    new_slots: Vec<(u32, u32)>,
+}
+
+impl BodyWriter {
+    fn new(out: File, tl: &Timeline, opts: &ConvertOptions) -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<Batch>();
+        let formatter = std::thread::spawn(move || {
+            let mut f = Formatter {
+                out,
+                buf: Vec::with_capacity(OUT_BUF + 4096),
+                slots: Vec::new(),
+                counts: [0; 3],
+            };
+            for mut b in rx {
+                f.batch(&mut b)?;
+                // The converter may be gone after an error of its own: nothing to do.
+                let _ = back_tx.send(b);
+            }
+            f.out.write_all(&f.buf)?;
+            f.out.flush()?;
+            Ok(f.counts)
+        });
         BodyWriter {
-            out,
-            pending: Vec::with_capacity(opts.flush_every.min(1 << 20) + 1024),
+            ev: Vec::with_capacity(opts.flush_every.min(1 << 20) + 1024),
+            other: Vec::new(),
             late: Vec::new(),
             written_before: 0,
-            seq: 0,
             slots: Vec::new(),
+            slots_sent: 0,
+            held: 0,
             appl_of_process: Vec::new(),
             appl_threads: Vec::new(),
             func_base: func_bases(tl),
-            line: Vec::with_capacity(256),
-            counts: [0; 3],
+            to_formatter: Some(tx),
+            returned: back_rx,
+            formatter: Some(formatter),
+        }
+    }
+
+    /// Waits for the formatter: the body is then complete on disk. Returns the lines
+    /// written: communications, events, states.
+    fn finish(&mut self) -> std::io::Result<[u64; 3]> {
+        self.to_formatter = None;
+        match self.formatter.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(std::io::Error::other("the formatting thread panicked")),
+            None => Ok([0; 3]),
         }
     }
 
     fn push(&mut self, time: u64, rank: u8, thread: ThreadRef, kind: OutKind) {
-        self.seq = self.seq.wrapping_add(1);
         let o = Out {
             time,
             rank,
             thread,
-            seq: self.seq,
             kind,
         };
         if time < self.written_before {
             self.late.push(o);
+        } else if rank == 1 {
+            self.ev.push(o);
         } else {
-            self.pending.push(o);
+            self.other.push(o);
         }
     }
 
@@ -417,7 +506,13 @@ impl<W: Write> BodyWriter<W> {
                 func,
             } => {
                 let base = self.func_base[tl.thread(thread).source as usize];
-                self.event(thread, time, Some(cpu), EV_FUNCTION, (base + func) as i64);
+                self.event(
+                    thread,
+                    time,
+                    Some(cpu),
+                    EV_FUNCTION,
+                    base as i64 + func as i64,
+                );
             }
             Item::Func(s) => {
                 // A function the trace ends inside just goes on to the end.
@@ -484,48 +579,132 @@ impl<W: Write> BodyWriter<W> {
         Ok(())
     }
 
-    /// Sorts the buffer and writes every record before `mark`.
+    /// Sends every record before `mark` to the formatter. Sorting the states and links
+    /// is left to the formatter, to balance the work of the two threads.
     fn flush_before(&mut self, mark: u64) -> std::io::Result<()> {
         let mark = mark.max(self.written_before);
-        self.pending.sort_unstable_by_key(Out::key);
-        let n = self.pending.partition_point(|o| o.time < mark);
-        let mut i = 0;
-        while i < n {
-            i = self.format(i, n);
-            self.out.write_all(&self.line)?;
+        // Events arrive in time order (they happen at the current record), so this check
+        // is all the sorting they need; the stable sort is a safety net, linear on runs.
+        if !self.ev.is_sorted_by_key(|o| o.time) {
+            self.ev.sort_by_key(|o| o.time);
         }
-        self.pending.drain(..n);
+        let ne = self.ev.partition_point(|o| o.time < mark);
+        let mut b = self.returned.try_recv().unwrap_or_default();
+        // Send the big buffer itself and keep the few records at or after the mark in
+        // the returned one, instead of copying what is sent.
+        b.ev.clear();
+        b.ev.extend_from_slice(&self.ev[ne..]);
+        self.ev.truncate(ne);
+        std::mem::swap(&mut self.ev, &mut b.ev);
+        b.other.clear();
+        self.other.retain(|o| {
+            let now = o.time < mark;
+            if now {
+                b.other.push(*o);
+            }
+            !now
+        });
+        b.new_slots.clear();
+        b.new_slots
+            .extend_from_slice(&self.slots[self.slots_sent..]);
+        self.slots_sent = self.slots.len();
         self.written_before = mark;
+        let sent = self.to_formatter.as_ref().map(|tx| tx.send(b));
+        if let Some(Err(_)) = sent {
+            // The formatter stopped: its error says why.
+            self.finish()?;
+            return Err(std::io::Error::other("the formatting thread stopped"));
+        }
         Ok(())
     }
 
-    /// Formats `pending[i]` (with the events of the same thread and time after it) into
-    /// `self.line`; returns the index of the next record.
-    fn format(&mut self, i: usize, n: usize) -> usize {
-        self.line.clear();
-        let recs = &self.pending;
-        let o = recs[i];
-        let next = match o.kind {
-            OutKind::Event { .. } => {
-                let mut j = i + 1;
-                while j < n
-                    && recs[j].time == o.time
-                    && recs[j].thread == o.thread
-                    && matches!(recs[j].kind, OutKind::Event { .. })
-                {
-                    j += 1;
-                }
-                j
-            }
-            _ => i + 1,
-        };
-        format_line(&mut self.line, &self.slots, &recs[i..next], &mut self.counts);
-        next
+    fn pending(&self) -> usize {
+        self.ev.len() + self.other.len()
     }
 }
 
-/// Formats one body line from `recs`: one record, or several events of one thread at one
-/// time.
+/// The formatting thread's side: turns batches into lines and writes them.
+struct Formatter {
+    out: File,
+    /// Formatted lines not written yet.
+    buf: Vec<u8>,
+    slots: Vec<(u32, u32)>,
+    counts: [u64; 3],
+}
+
+impl Formatter {
+    fn batch(&mut self, b: &mut Batch) -> std::io::Result<()> {
+        self.slots.extend_from_slice(&b.new_slots);
+        // No two states of a thread begin at the same time, so an unstable sort (faster
+        // on this unordered part) gives the same, deterministic, order.
+        b.other.sort_unstable_by_key(Out::key);
+        let (ev, other) = (&mut b.ev, &b.other);
+        let (ne, no) = (ev.len(), other.len());
+        let (mut i, mut j) = (0, 0);
+        // End of the block of events sharing `ev[i].time`, once sorted by thread.
+        let mut block_end = 0;
+        // ev is sorted by time, other by key: merge them in Paraver's tie order.
+        while i < ne || j < no {
+            let take_ev = j >= no || (i < ne && (ev[i].time, 1) < (other[j].time, other[j].rank));
+            if take_ev {
+                if i >= block_end {
+                    let t = ev[i].time;
+                    block_end = i + 1;
+                    while block_end < ne && ev[block_end].time == t {
+                        block_end += 1;
+                    }
+                    let block = &mut ev[i..block_end];
+                    if block.iter().any(|o| o.thread != block[0].thread) {
+                        block.sort_by_key(|o| o.thread);
+                    }
+                }
+                let th = ev[i].thread;
+                let mut k = i + 1;
+                while k < block_end && ev[k].thread == th {
+                    k += 1;
+                }
+                format_line(&mut self.buf, &self.slots, &ev[i..k], &mut self.counts);
+                i = k;
+            } else {
+                format_line(
+                    &mut self.buf,
+                    &self.slots,
+                    &other[j..j + 1],
+                    &mut self.counts,
+                );
+                j += 1;
+            }
+            if self.buf.len() >= OUT_BUF {
+                self.out.write_all(&self.buf)?;
+                self.buf.clear();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Appends an event type: ours are constants, copied rather than formatted.
+fn push_type(line: &mut Vec<u8>, ty: u32) {
+    let s: &[u8; 8] = match ty {
+        EV_FUNCTION => b"60000019",
+        EV_SYSCALL => b"40000000",
+        EV_BYTES_READ => b"40000001",
+        EV_BYTES_WRITTEN => b"40000002",
+        EV_FD => b"40000003",
+        EV_SOCKET_OP => b"40000004",
+        EV_CONNECTION => b"40000005",
+        EV_ACCEPTED => b"40000006",
+        EV_CPU => b"40000033",
+        other => return push_u64(line, other as u64),
+    };
+    line.extend_from_slice(s);
+}
+
+/// Bytes of formatted lines gathered before one write.
+const OUT_BUF: usize = 1 << 20;
+
+/// Appends one body line made of `recs`: one record, or several events of one thread at
+/// one time.
 fn format_line(line: &mut Vec<u8>, slots: &[(u32, u32)], recs: &[Out], counts: &mut [u64; 3]) {
     let o = &recs[0];
     let (appl, thread) = slots[o.thread as usize];
@@ -554,7 +733,7 @@ fn format_line(line: &mut Vec<u8>, slots: &[(u32, u32)], recs: &[Out], counts: &
             for r in recs {
                 if let OutKind::Event { ty, value, .. } = r.kind {
                     line.push(b':');
-                    push_u64(line, ty as u64);
+                    push_type(line, ty);
                     line.push(b':');
                     push_i64(line, value);
                 }
@@ -693,44 +872,100 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
-fn assemble_prv<W: Write>(
+fn assemble_prv(
     header: &str,
     body_path: &Path,
     late: &[Out],
-    w: &BodyWriter<W>,
+    slots: &[(u32, u32)],
     out_path: &Path,
-) -> Result<()> {
+) -> Result<[u64; 3]> {
+    use std::io::{Read, Seek, SeekFrom};
     let io_out = |e| Error::io(out_path, e);
-    let body = File::open(body_path).map_err(|e| Error::io(body_path, e))?;
-    let mut body = BufReader::with_capacity(1 << 20, body);
+    let io_body = |e| Error::io(body_path, e);
+    let mut body = File::open(body_path).map_err(io_body)?;
+    let len = body.metadata().map_err(io_body)?.len();
     let out = File::create(out_path).map_err(io_out)?;
     let mut out = BufWriter::with_capacity(1 << 20, out);
     out.write_all(header.as_bytes()).map_err(io_out)?;
     let mut counts = [0u64; 3];
     let mut late_line = Vec::new();
-    let mut line = Vec::new();
-    let mut li = 0;
-    // Merge the (few) late records in by (time, tie rank); once they are all out the
-    // rest of the body is copied as is.
-    while li < late.len() {
-        line.clear();
-        let n = body
-            .read_until(b'\n', &mut line)
-            .map_err(|e| Error::io(body_path, e))?;
-        let key = (n > 0).then(|| line_key(&line)).flatten();
-        while li < late.len() && key.is_none_or(|k| (late[li].time, late[li].rank) <= k) {
-            late_line.clear();
-            format_line(&mut late_line, &w.slots, &late[li..li + 1], &mut counts);
-            out.write_all(&late_line).map_err(io_out)?;
-            li += 1;
+    // The body is sorted: each late record's place is found by binary search over its
+    // lines, and the stretches between places are copied whole (in the kernel, when it
+    // can), so late records cost a few reads each, not a parse of the body.
+    let mut pos = 0;
+    for rec in late {
+        let at = insertion_point(&body, pos, len, (rec.time, rec.rank)).map_err(io_body)?;
+        body.seek(SeekFrom::Start(pos)).map_err(io_body)?;
+        std::io::copy(&mut (&mut body).take(at - pos), &mut out).map_err(io_out)?;
+        late_line.clear();
+        format_line(
+            &mut late_line,
+            slots,
+            std::slice::from_ref(rec),
+            &mut counts,
+        );
+        out.write_all(&late_line).map_err(io_out)?;
+        pos = at;
+    }
+    body.seek(SeekFrom::Start(pos)).map_err(io_body)?;
+    std::io::copy(&mut body, &mut out).map_err(io_out)?;
+    out.flush().map_err(io_out)?;
+    Ok(counts)
+}
+
+/// The offset, in `[lo, hi]` (`lo` a line start), of the first body line whose
+/// (time, tie rank) is above `key`: where a record with that key goes.
+fn insertion_point(body: &File, mut lo: u64, mut hi: u64, key: (u64, u8)) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut window = vec![0u8; 1024];
+    // Invariant: lines starting before `lo` have keys <= `key`; lines starting at or
+    // after `hi` have keys above it.
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        // The first line starting at or after `mid` (`mid` itself when it follows a
+        // newline): read from the byte before it.
+        let from = if mid == lo { lo } else { mid - 1 };
+        let mut line = Vec::new();
+        let mut off = from;
+        let mut start = None;
+        loop {
+            let n = body.read_at(&mut window, off)?;
+            if n == 0 {
+                break;
+            }
+            let chunk = &window[..n];
+            let mut i = 0;
+            if start.is_none() {
+                if from == lo {
+                    start = Some(lo);
+                } else if let Some(nl) = chunk.iter().position(|&b| b == b'\n') {
+                    start = Some(off + nl as u64 + 1);
+                    i = nl + 1;
+                } else {
+                    off += n as u64;
+                    continue;
+                }
+            }
+            match chunk[i..].iter().position(|&b| b == b'\n') {
+                Some(nl) => {
+                    line.extend_from_slice(&chunk[i..i + nl + 1]);
+                    break;
+                }
+                None => line.extend_from_slice(&chunk[i..]),
+            }
+            off += n as u64;
         }
-        out.write_all(&line).map_err(io_out)?;
-        if n == 0 {
-            break;
+        let Some(s) = start.filter(|&s| s < hi && !line.is_empty()) else {
+            // No line starts in [mid, hi).
+            hi = mid;
+            continue;
+        };
+        match line_key(&line) {
+            Some(k) if k > key => hi = s,
+            _ => lo = s + line.len() as u64,
         }
     }
-    std::io::copy(&mut body, &mut out).map_err(io_out)?;
-    out.flush().map_err(io_out)
+    Ok(lo)
 }
 
 /// (time, tie rank) of a body line.
@@ -765,18 +1000,24 @@ fn write_pcf(f: &mut impl Write, tl: &Timeline) -> std::io::Result<()> {
         writeln!(f, "{:<4} {{{r},{g},{b}}}", state_value(s))?;
     }
 
-    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_FUNCTION}    User function\nVALUES")?;
+    writeln!(
+        f,
+        "\n\nEVENT_TYPE\n0    {EV_FUNCTION}    User function\nVALUES"
+    )?;
     writeln!(f, "0      End")?;
     let bases = func_bases(tl);
     for (s, base) in tl.merger().sources().iter().zip(bases) {
         let mut probes: Vec<_> = s.probes.iter().collect();
         probes.sort_by_key(|p| p.id);
         for p in probes {
-            writeln!(f, "{}      {}", base + p.id, clean(&p.name))?;
+            writeln!(f, "{}      {}", base as u64 + p.id as u64, clean(&p.name))?;
         }
     }
 
-    writeln!(f, "\n\nEVENT_TYPE\n9    {EV_SYSCALL}    System call\nVALUES")?;
+    writeln!(
+        f,
+        "\n\nEVENT_TYPE\n9    {EV_SYSCALL}    System call\nVALUES"
+    )?;
     writeln!(f, "0      End")?;
     for nr in 0..1024u32 {
         if let Some(name) = trace_file::syscalls::name(nr) {
@@ -787,18 +1028,30 @@ fn write_pcf(f: &mut impl Write, tl: &Timeline) -> std::io::Result<()> {
     writeln!(f, "\n\nEVENT_TYPE")?;
     writeln!(f, "0    {EV_BYTES_READ}    Bytes read")?;
     writeln!(f, "0    {EV_BYTES_WRITTEN}    Bytes written")?;
-    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_FD}    File descriptor (value - 1)\nVALUES")?;
+    writeln!(
+        f,
+        "\n\nEVENT_TYPE\n0    {EV_FD}    File descriptor (value - 1)\nVALUES"
+    )?;
     writeln!(f, "0      End")?;
 
-    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_SOCKET_OP}    Socket operation\nVALUES")?;
+    writeln!(
+        f,
+        "\n\nEVENT_TYPE\n0    {EV_SOCKET_OP}    Socket operation\nVALUES"
+    )?;
     writeln!(f, "0      End")?;
     for op in SockOp::ALL {
         writeln!(f, "{}      {}", op as u32, op.label())?;
     }
 
-    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_CONNECTION}    Connection\nVALUES")?;
+    writeln!(
+        f,
+        "\n\nEVENT_TYPE\n0    {EV_CONNECTION}    Connection\nVALUES"
+    )?;
     writeln!(f, "0      End")?;
-    writeln!(f, "\n\nEVENT_TYPE\n0    {EV_ACCEPTED}    Accepted connection")?;
+    writeln!(
+        f,
+        "\n\nEVENT_TYPE\n0    {EV_ACCEPTED}    Accepted connection"
+    )?;
     writeln!(f, "\n\nEVENT_TYPE\n0    {EV_CPU}    Executing CPU")?;
     Ok(())
 }

@@ -1,0 +1,271 @@
+//! The merge and the state machine: ordering, invariants, and the meaning of records.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use trace_file::Event;
+use trace_merge::invariants::{check_timeline, Checker};
+use trace_merge::merge::{MergeOptions, Merger};
+use trace_merge::timeline::{Item, LinkKind, SpanEnd, ThreadState, Timeline};
+
+fn open(dir: &tempfile::TempDir, traces: &[&TraceBuilder], opts: MergeOptions) -> Timeline {
+    let paths: Vec<PathBuf> = (traces.iter().enumerate())
+        .map(|(i, t)| {
+            let p = dir.path().join(format!("{i}.trace"));
+            t.write(&p);
+            p
+        })
+        .collect();
+    Timeline::new(Merger::open(&paths, opts).unwrap())
+}
+
+fn items(mut tl: Timeline) -> (Vec<Item>, Timeline) {
+    let mut v = vec![];
+    while let Some(i) = tl.next_item().unwrap() {
+        v.push(i);
+    }
+    (v, tl)
+}
+
+#[test]
+fn merge_is_sorted_complete_and_bounded() {
+    for seed in 1..=20u64 {
+        let b = random_scenario(seed, 1 + (seed % 5) as u32, 3 + (seed % 7) as u32, 800);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t");
+        b.write(&p);
+        let mut m = Merger::open(&[p], MergeOptions::default()).unwrap();
+        let mut last = 0;
+        let mut n = 0u64;
+        while let Some(r) = m.next_record().unwrap() {
+            assert!(r.time >= last, "seed {seed}: time went back");
+            last = r.time;
+            n += 1;
+        }
+        let total: usize = b.cpus.values().map(Vec::len).sum();
+        assert_eq!(n, total as u64, "seed {seed}: records lost");
+        assert_eq!(
+            m.stats().late,
+            0,
+            "seed {seed}: jitter within allowance is not late"
+        );
+        // Read-ahead is bounded by chunks, not the trace.
+        assert!(m.stats().peak_buffered <= total);
+    }
+}
+
+#[test]
+fn random_timelines_keep_their_invariants() {
+    for seed in 1..=30u64 {
+        let b = random_scenario(
+            seed * 31,
+            1 + (seed % 4) as u32,
+            2 + (seed % 11) as u32,
+            1000,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let tl = open(&dir, &[&b], MergeOptions::default());
+        match check_timeline(tl).unwrap() {
+            Ok(r) => assert!(r.states > 0 && r.threads > 0),
+            Err(e) => panic!("seed {seed}: {}", e.join("\n")),
+        }
+    }
+}
+
+#[test]
+fn server_scenario_items() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = server_scenario();
+    let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    let mut c = Checker::new();
+    items.iter().for_each(|i| c.item(i));
+    let r = c.finish(tl.end().unwrap()).unwrap();
+    assert_eq!((r.threads, r.wakeups, r.handoffs), (3, 1, 1));
+
+    let links: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::Link(l) => Some(*l),
+            _ => None,
+        })
+        .collect();
+    let h = links
+        .iter()
+        .find(|l| l.kind == LinkKind::Handoff { conn: 1 })
+        .unwrap();
+    assert_eq!((h.send, h.recv, h.bytes), (1_100_000, 1_400_000, 120));
+    assert_eq!((tl.thread(h.from).tid, tl.thread(h.to).tid), (100, 101));
+
+    let states = |tid| -> Vec<(ThreadState, u64, u64)> {
+        (items.iter())
+            .filter_map(|i| match i {
+                Item::State(s) if s.tid == tid => Some((s.state, s.begin, s.end)),
+                _ => None,
+            })
+            .collect()
+    };
+    use ThreadState::*;
+    assert_eq!(
+        states(102),
+        vec![
+            (NotCreated, 0, 1_900_000),
+            (Ready, 1_900_000, 2_200_000),
+            (Running, 2_200_000, 2_350_000),
+            (Exited, 2_350_000, 3_000_000)
+        ]
+    );
+    let syscalls: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::Syscall(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    let accept = syscalls.iter().find(|s| s.new_conn == Some(1)).unwrap();
+    assert!(!accept.entered);
+    let open_accept = syscalls
+        .iter()
+        .find(|s| s.end_kind == SpanEnd::TraceEnded)
+        .unwrap();
+    assert_eq!((open_accept.nr, open_accept.ret), (288, None));
+    assert_eq!(tl.thread(2).name, "helper-1");
+}
+
+#[test]
+fn prev_state_mapping() {
+    use ThreadState::*;
+    for (ps, want) in [
+        (0, Ready),
+        (0x100, Ready),
+        (0x1, Blocked),
+        (0x2, Io),
+        (0x402, Io),
+        (0x80, Blocked),
+        (0x10, Exited),
+        (0x20, Exited),
+        (0x4, Blocked),
+        (0x8, Blocked),
+    ] {
+        assert_eq!(ThreadState::from_prev_state(ps), want, "{ps:#x}");
+    }
+}
+
+#[test]
+fn acceptor_serving_its_own_connection_is_no_handoff() {
+    let mut b = TraceBuilder::new("h", 1);
+    b.process(1, "/s")
+        .thread(1, 1, "s", 'R')
+        .thread(1, 2, "w", 'S');
+    b.at(10, 0, 1, enter(43, 3, 0))
+        .at(11, 0, 1, exit(43, 9))
+        .at(12, 0, 1, enter(0, 9, 10))
+        .at(13, 0, 1, exit(0, 10))
+        .at(14, 0, 1, enter(3, 9, 0))
+        .at(15, 0, 1, exit(3, 0))
+        // fd 9 is reused for a file: not connection 1 any more.
+        .at(16, 0, 1, enter(257, 0, 0))
+        .at(17, 0, 1, exit(257, 9))
+        .at(18, 0, 1, sw(2, 1))
+        .at(19, 0, 2, enter(0, 9, 10))
+        .at(20, 0, 2, exit(0, 10))
+        .stop(30);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, _) = items(open(&dir, &[&b], MergeOptions::default()));
+    assert!(!items
+        .iter()
+        .any(|i| matches!(i, Item::Link(l) if matches!(l.kind, LinkKind::Handoff { .. }))));
+    let last_read = (items.iter())
+        .filter_map(|i| match i {
+            Item::Syscall(s) if s.nr == 0 => Some(*s),
+            _ => None,
+        })
+        .next_back()
+        .unwrap();
+    assert_eq!(last_read.conn, None);
+    assert_eq!(last_read.sock_op, None);
+}
+
+#[test]
+fn unknown_thread_appears_on_first_sight_and_tids_are_reused() {
+    let mut b = TraceBuilder::new("h", 1);
+    b.process(1, "/s").thread(1, 1, "s", 'R');
+    b.at(10, 0, 7, Event::FuncEntry { func: 1 }) // never listed: first sight
+        .at(
+            20,
+            0,
+            7,
+            Event::Exit {
+                tgid: 1,
+                group_dead: false,
+            },
+        )
+        .at(21, 0, 7, sw(1, 0x10))
+        .at(
+            30,
+            0,
+            1,
+            Event::NewTask {
+                child_tid: 7,
+                child_tgid: 1,
+                comm: comm("again"),
+            },
+        )
+        .at(40, 0, 1, sw(7, 0x100))
+        .stop(50);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    assert_eq!(tl.threads().len(), 3, "tid 7 twice: two threads");
+    assert_eq!(tl.thread(1).tgid, 1, "one-process trace: its process");
+    let first: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::State(s) if s.thread == 1 => Some((s.state, s.begin, s.end)),
+            _ => None,
+        })
+        .collect();
+    use ThreadState::*;
+    assert_eq!(
+        first,
+        vec![
+            (Unknown, 0, 10_000),
+            (Running, 10_000, 21_000),
+            (Exited, 21_000, 50_000)
+        ]
+    );
+    let span = items.iter().find_map(|i| match i {
+        Item::Func(s) => Some(*s),
+        _ => None,
+    });
+    assert_eq!(span.unwrap().end_kind, SpanEnd::Exited);
+    let mut c = Checker::new();
+    items.iter().for_each(|i| c.item(i));
+    c.finish(50_000).unwrap();
+}
+
+#[test]
+fn unwinding_and_orphan_exits() {
+    let mut b = TraceBuilder::new("h", 1);
+    b.process(1, "/s").thread(1, 1, "s", 'R');
+    b.at(1, 0, 1, Event::FuncEntry { func: 1 })
+        .at(2, 0, 1, Event::FuncEntry { func: 2 })
+        .at(3, 0, 1, Event::FuncEntry { func: 3 })
+        .at(4, 0, 1, Event::FuncExit { func: 1, ret: 5 }) // longjmp past 3 and 2
+        .at(5, 0, 1, Event::FuncExit { func: 9, ret: 0 }) // never entered
+        .stop(6);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    let spans: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::Func(s) => Some((s.func, s.depth, s.end_kind)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            (3, 2, SpanEnd::Unwound),
+            (2, 1, SpanEnd::Unwound),
+            (1, 0, SpanEnd::Returned)
+        ]
+    );
+    assert_eq!(tl.stats().orphan_func_exits, 1);
+}
