@@ -80,21 +80,31 @@ pub struct Record {
 }
 
 impl Event {
+    /// Number of record kinds.
+    pub const KINDS: usize = 11;
+    /// Names of the kinds, by [`Event::kind_index`].
+    pub const KIND_NAMES: [&'static str; Event::KINDS] = [
+        "func_entry",
+        "func_exit",
+        "sys_enter",
+        "sys_exit",
+        "switch",
+        "wakeup",
+        "wakeup_new",
+        "new_task",
+        "exit",
+        "rename",
+        "exec",
+    ];
+
     /// A short lowercase name, used by `tracer dump` and the recorder's counts.
     pub fn name(&self) -> &'static str {
-        match self {
-            Event::FuncEntry { .. } => "func_entry",
-            Event::FuncExit { .. } => "func_exit",
-            Event::SysEnter { .. } => "sys_enter",
-            Event::SysExit { .. } => "sys_exit",
-            Event::Switch { .. } => "switch",
-            Event::Wakeup { new: false, .. } => "wakeup",
-            Event::Wakeup { new: true, .. } => "wakeup_new",
-            Event::NewTask { .. } => "new_task",
-            Event::Exit { .. } => "exit",
-            Event::Rename { .. } => "rename",
-            Event::Exec { .. } => "exec",
-        }
+        Event::KIND_NAMES[self.kind_index()]
+    }
+
+    /// A dense index of the kind, in `0..KINDS`, for counting without a map.
+    pub fn kind_index(&self) -> usize {
+        self.code() as usize - 1
     }
 
     fn code(&self) -> u8 {

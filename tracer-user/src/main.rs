@@ -50,6 +50,9 @@ enum Command {
         /// No status line and no summary.
         #[arg(short, long)]
         quiet: bool,
+        /// Also convert the trace to Paraver (NAME.prv/.pcf/.row) when recording ends.
+        #[arg(long, value_name = "NAME")]
+        paraver: Option<PathBuf>,
         /// Attach uprobes that record nothing (for benchmarks: the kernel's own cost).
         #[arg(long, hide = true)]
         empty_probes: bool,
@@ -61,6 +64,32 @@ enum Command {
     Dump {
         /// Trace file.
         file: PathBuf,
+    },
+    /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row).
+    Convert {
+        /// Trace files (several processes or hosts merge into one trace).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, default_value = "paraver", value_parser = ["paraver"])]
+        to: String,
+        /// Output name, without extension (default: the first file's name).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Overwrite existing outputs.
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// List functions that can be probed, like `bpftrace -l`.
+    Probes {
+        /// List the functions of this process.
+        #[arg(short, long)]
+        pid: Option<u32>,
+        /// An executable or library file (instead of --pid).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// Glob over names; `LIB:GLOB` for a library of the process.
+        pattern: Option<String>,
     },
 }
 
@@ -103,6 +132,7 @@ fn run(cli: Cli) -> Result<()> {
             force,
             quiet,
             empty_probes,
+            paraver,
             command,
         } => {
             if pids.is_empty() && command.is_empty() {
@@ -123,9 +153,31 @@ fn run(cli: Cli) -> Result<()> {
             if !opts.quiet {
                 record::print_summary(&summary, &opts.output)?;
             }
+            if let Some(stem) = paraver {
+                let report = trace_merge::convert_paraver(
+                    std::slice::from_ref(&opts.output),
+                    &stem,
+                    opts.force,
+                )?;
+                if !opts.quiet {
+                    eprintln!("{report}");
+                }
+            }
             Ok(())
         }
         Command::Dump { file } => dump::dump(&file),
+        Command::Convert {
+            files,
+            to: _,
+            output,
+            force,
+        } => {
+            let stem = output.unwrap_or_else(|| files[0].with_extension(""));
+            let report = trace_merge::convert_paraver(&files, &stem, force)?;
+            eprintln!("{report}");
+            Ok(())
+        }
+        Command::Probes { pid, path, pattern } => probes::list(pid, path, pattern.as_deref()),
     }
 }
 

@@ -1,8 +1,8 @@
 //! From `--uprobe` specs to attach points, through the `symbolizer` crate.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use symbolizer::{FunctionMatch, Options, Target};
 use trace_file::Probe;
 
@@ -67,4 +67,34 @@ pub fn table_entry(id: u32, m: &FunctionMatch) -> Probe {
         skipped: m.skipped,
         source: m.source.clone(),
     }
+}
+
+/// `tracer probes`: prints the functions of a process or file that match `pattern`.
+pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> Result<()> {
+    let target = match (pid, path) {
+        (Some(p), None) => Target::Pid(p),
+        (None, Some(p)) => Target::Path(p),
+        _ => bail!("give either --pid PID or --path FILE"),
+    };
+    let found = symbolizer::list(&target, pattern).map_err(|e| anyhow!("{e}"))?;
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    for m in &found {
+        let placement = if m.skipped > 0 {
+            format!(" (+{} past endbr64)", m.skipped)
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "uprobe:{}:{}  addr={:#x} size={} {}{}",
+            m.display_binary,
+            m.name,
+            m.address,
+            m.size,
+            m.source.as_deref().unwrap_or("-"),
+            placement
+        )?;
+    }
+    Ok(())
 }

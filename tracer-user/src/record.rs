@@ -290,9 +290,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     )?;
     let lost: u64 = per_cpu.iter().sum();
     let records: BTreeMap<String, u64> = rec
-        .counts
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
+        .counts()
+        .map(|(k, v)| (k.to_string(), v))
         .collect();
     rec.w.meta(
         ChunkKind::Trailer,
@@ -315,7 +314,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
     }
     Ok(RecordSummary {
-        records: rec.counts,
+        records: rec.counts().collect(),
         lost,
         bytes: rec.w.bytes_written(),
         seconds: started.elapsed().as_secs_f64(),
@@ -328,7 +327,8 @@ struct Recorder {
     w: Writer<BufWriter<File>>,
     encoders: Vec<EventChunkEncoder>,
     flushed_at: Vec<Instant>,
-    counts: BTreeMap<&'static str, u64>,
+    /// Records per kind, by `Event::kind_index`.
+    counts: [u64; Event::KINDS],
     total: u64,
     lost: u64,
     last_total: u64,
@@ -340,7 +340,7 @@ impl Recorder {
             w,
             encoders: (0..cpus).map(EventChunkEncoder::new).collect(),
             flushed_at: vec![Instant::now(); cpus as usize],
-            counts: BTreeMap::new(),
+            counts: [0; Event::KINDS],
             total: 0,
             lost: 0,
             last_total: 0,
@@ -356,7 +356,7 @@ impl Recorder {
                     continue;
                 };
                 self.encoders[cpu].push(ts, tid, &event);
-                *self.counts.entry(event.name()).or_default() += 1;
+                self.counts[event.kind_index()] += 1;
                 n += 1;
             }
             if self.encoders[cpu].encoded_bytes() >= CHUNK_BYTES {
@@ -365,6 +365,15 @@ impl Recorder {
         }
         self.total += n;
         Ok(n)
+    }
+
+    /// Nonzero record counts by kind name.
+    fn counts(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| (Event::KIND_NAMES[i], n))
     }
 
     fn flush(&mut self, cpu: usize) -> Result<()> {

@@ -52,15 +52,5 @@ pub fn run() -> Result<()> {
         "demo: Paraver trace written to {}.prv/.pcf/.row",
         stem.display()
     );
-    status(
-        Command::new(&tracer)
-            .args(["summary", "--by", "function"])
-            .arg(&trace),
-    )?;
-    status(
-        Command::new(&tracer)
-            .args(["summary", "--by", "thread"])
-            .arg(&trace),
-    )?;
     Ok(())
 }

@@ -1,0 +1,118 @@
+//! `tracer convert` on real recordings of the fixture server: the Paraver output obeys
+//! every rule of Paraver's reader, thread states tile the trace, and the Running time of
+//! each worker agrees with the kernel's schedstat. Needs root.
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use trace_merge::{
+    invariants::check_timeline,
+    merge::{MergeOptions, Merger},
+    paraver,
+    timeline::{Item, ThreadState, Timeline},
+};
+use tracer_tests::*;
+
+fn record(pid: u32, out: &Path, extra: &[&str]) -> std::process::Child {
+    let child = Command::new(tracer_bin())
+        .args(["record", "--quiet", "--pid", &pid.to_string(), "-o"])
+        .arg(out)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::fs::metadata(out).is_ok_and(|m| m.len() > 200)
+    }));
+    child
+}
+
+fn stop(child: std::process::Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() {
+    let server = Server::start(&ServerOptions {
+        workers: 3,
+        spin_us: 1500,
+        sleep_us: 300,
+        ..Default::default()
+    })
+    .unwrap();
+    let pid = server.pid();
+    let before: HashMap<u32, u64> = threads(pid)
+        .iter()
+        .map(|&(t, _)| (t, schedstat(pid, t).unwrap().run_ns))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.trace");
+    let rec = record(pid, &trace, &["-u", "handle_request", "-u", "render_response"]);
+    let report = load(server.port(), 6, 40, 4096, 3, Duration::from_secs(10));
+    assert_eq!(report.errors, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    let after: HashMap<u32, u64> = threads(pid)
+        .iter()
+        .map(|&(t, _)| (t, schedstat(pid, t).unwrap().run_ns))
+        .collect();
+    let names = threads(pid);
+    stop(rec);
+    let stats = server.stop().unwrap();
+
+    let stem = dir.path().join("out");
+    let st = Command::new(tracer_bin())
+        .arg("convert")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&stem)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let checked = paraver::check(&stem).unwrap_or_else(|v| panic!("{v}"));
+    assert_eq!(checked.cpus as u32, possible_cpus());
+    paraver::check_tiling(&stem).unwrap_or_else(|v| panic!("{v}"));
+
+    // The item stream: spans close, hand-offs connect accepts to later operations.
+    let tl = Timeline::new(Merger::open(&[trace.clone()], MergeOptions::default()).unwrap());
+    let inv = check_timeline(tl).unwrap().unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(inv.handoffs >= stats.connections, "{inv:?} vs {stats:?}");
+
+    // Running time per worker from the state intervals vs schedstat.
+    let mut running: HashMap<u32, u64> = HashMap::new();
+    let mut calls = 0;
+    let tl = Timeline::new(Merger::open(&[trace], MergeOptions::default()).unwrap());
+    for item in tl {
+        match item.unwrap() {
+            Item::State(s) if s.state == ThreadState::Running => {
+                *running.entry(s.tid).or_default() += s.end - s.begin;
+            }
+            Item::Func(f) if f.depth == 0 => calls += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(calls, stats.handle_request);
+    let mut checked = 0;
+    for (tid, name) in names {
+        if !name.starts_with("worker") {
+            continue;
+        }
+        let truth = after[&tid] - before[&tid];
+        let ours = running.get(&tid).copied().unwrap_or(0);
+        let err = (ours as f64 - truth as f64).abs() / truth as f64;
+        assert!(err < 0.02, "{name}: Running {ours} ns vs schedstat {truth} ns");
+        checked += 1;
+    }
+    assert_eq!(checked, 3);
+}
+
+fn possible_cpus() -> u32 {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap();
+    s.trim().rsplit('-').next().unwrap().parse::<u32>().unwrap() + 1
+}
