@@ -35,7 +35,11 @@ fn stop(child: std::process::Child) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -54,7 +58,11 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.trace");
-    let rec = record(pid, &trace, &["-u", "handle_request", "-u", "render_response"]);
+    let rec = record(
+        pid,
+        &trace,
+        &["-u", "handle_request", "-u", "render_response"],
+    );
     let report = load(server.port(), 6, 40, 4096, 3, Duration::from_secs(10));
     assert_eq!(report.errors, 0);
     std::thread::sleep(Duration::from_millis(100));
@@ -74,14 +82,21 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
         .arg(&stem)
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let checked = paraver::check(&stem).unwrap_or_else(|v| panic!("{v}"));
     assert_eq!(checked.cpus as u32, possible_cpus());
     paraver::check_tiling(&stem).unwrap_or_else(|v| panic!("{v}"));
 
     // The item stream: spans close, hand-offs connect accepts to later operations.
-    let tl = Timeline::new(Merger::open(&[trace.clone()], MergeOptions::default()).unwrap());
-    let inv = check_timeline(tl).unwrap().unwrap_or_else(|e| panic!("{e:?}"));
+    let tl =
+        Timeline::new(Merger::open(std::slice::from_ref(&trace), MergeOptions::default()).unwrap());
+    let inv = check_timeline(tl)
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e:?}"));
     assert!(inv.handoffs >= stats.connections, "{inv:?} vs {stats:?}");
 
     // Running time per worker from the state intervals vs schedstat.
@@ -106,7 +121,10 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
         let truth = after[&tid] - before[&tid];
         let ours = running.get(&tid).copied().unwrap_or(0);
         let err = (ours as f64 - truth as f64).abs() / truth as f64;
-        assert!(err < 0.02, "{name}: Running {ours} ns vs schedstat {truth} ns");
+        assert!(
+            err < 0.02,
+            "{name}: Running {ours} ns vs schedstat {truth} ns"
+        );
         checked += 1;
     }
     assert_eq!(checked, 3);

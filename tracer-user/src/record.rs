@@ -289,10 +289,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         },
     )?;
     let lost: u64 = per_cpu.iter().sum();
-    let records: BTreeMap<String, u64> = rec
-        .counts()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+    let records: BTreeMap<String, u64> = rec.counts().map(|(k, v)| (k.to_string(), v)).collect();
     rec.w.meta(
         ChunkKind::Trailer,
         &Trailer {
