@@ -874,3 +874,11 @@ impl Drop for SyscallsFixture {
         }
     }
 }
+
+/// Serializes the end-to-end tests of one test binary: on two CPUs, tracers, servers and
+/// load generators of parallel tests would compete for the CPUs whose accounting the
+/// tests compare against.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

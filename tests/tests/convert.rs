@@ -44,6 +44,7 @@ fn stop(child: std::process::Child) {
 
 #[test]
 fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() {
+    let _serial = serial();
     let server = Server::start(&ServerOptions {
         workers: 3,
         spin_us: 1500,

@@ -92,6 +92,7 @@ fn count(t: &Trace, pred: impl Fn(&Record) -> bool) -> u64 {
 
 #[test]
 fn uprobe_counts_equal_the_servers_own_and_nothing_is_lost() {
+    let _serial = serial();
     let server = Server::start(&ServerOptions::default()).unwrap();
     let dir = tmp();
     let out = dir.path().join("t.trace");
@@ -170,6 +171,7 @@ fn running_time(t: &Trace) -> BTreeMap<u32, u64> {
 
 #[test]
 fn running_time_agrees_with_schedstat() {
+    let _serial = serial();
     let server = Server::start(&ServerOptions {
         workers: 3,
         spin_us: 2000,
@@ -194,6 +196,7 @@ fn running_time_agrees_with_schedstat() {
         .collect();
     stop_record(rec);
     let t = read_trace(&out);
+    assert_eq!(t.lost, 0, "events were lost");
     let traced = running_time(&t);
     let mut checked = 0;
     for (name_tid, name) in threads(pid) {
@@ -217,6 +220,7 @@ fn running_time_agrees_with_schedstat() {
 
 #[test]
 fn a_known_syscall_sequence_is_recorded_exactly() {
+    let _serial = serial();
     let mut fx = SyscallsFixture::spawn(2).unwrap();
     let pid = fx.pid();
     let dir = tmp();
@@ -288,6 +292,7 @@ fn a_known_syscall_sequence_is_recorded_exactly() {
 
 #[test]
 fn threads_started_after_attach_appear_with_their_names() {
+    let _serial = serial();
     let server = Server::start(&ServerOptions {
         threads_late: 3,
         late_after_ms: 1500,
@@ -344,6 +349,7 @@ fn server_pid(t: &Trace) -> u32 {
 
 #[test]
 fn a_recorder_killed_with_sigkill_leaves_a_readable_file() {
+    let _serial = serial();
     let server = Server::start(&ServerOptions::default()).unwrap();
     let dir = tmp();
     let out = dir.path().join("t.trace");
@@ -373,6 +379,7 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_file() {
 
 #[test]
 fn launching_a_command_traces_it_from_the_start() {
+    let _serial = serial();
     let dir = tmp();
     let out = dir.path().join("t.trace");
     let data = dir.path().join("data");
@@ -425,6 +432,7 @@ fn run_err(args: &[&str]) -> String {
 
 #[test]
 fn bad_input_gets_one_clear_line() {
+    let _serial = serial();
     let dir = tmp();
     let out = dir.path().join("t.trace");
     let outs = out.to_str().unwrap();
@@ -485,6 +493,7 @@ fn bad_input_gets_one_clear_line() {
 
 #[test]
 fn corrupt_and_truncated_traces() {
+    let _serial = serial();
     let server = Server::start(&ServerOptions::default()).unwrap();
     let dir = tmp();
     let out = dir.path().join("t.trace");
@@ -511,6 +520,7 @@ fn corrupt_and_truncated_traces() {
 
 #[test]
 fn a_process_exiting_mid_recording_keeps_what_was_recorded() {
+    let _serial = serial();
     let mut server = Server::start(&ServerOptions {
         max_requests: Some(30),
         ..Default::default()

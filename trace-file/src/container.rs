@@ -30,6 +30,8 @@ pub enum ChunkKind {
     Lost,
     /// [`crate::Trailer`], JSON: written last by a recorder that finished cleanly.
     Trailer,
+    /// [`crate::StatWindow`], JSON: one interval of counting mode.
+    Window,
     /// A kind this build does not know; readers skip it (forward compatibility).
     Unknown(u32),
 }
@@ -44,6 +46,7 @@ impl ChunkKind {
             ChunkKind::Events => 5,
             ChunkKind::Lost => 6,
             ChunkKind::Trailer => 7,
+            ChunkKind::Window => 8,
             ChunkKind::Unknown(c) => c,
         }
     }
@@ -57,6 +60,7 @@ impl ChunkKind {
             5 => ChunkKind::Events,
             6 => ChunkKind::Lost,
             7 => ChunkKind::Trailer,
+            8 => ChunkKind::Window,
             c => ChunkKind::Unknown(c),
         }
     }

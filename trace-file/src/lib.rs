@@ -12,7 +12,10 @@ pub mod record;
 pub mod syscalls;
 
 pub use container::{Chunk, ChunkKind, Reader, Writer, FORMAT_VERSION, MAGIC};
-pub use meta::{LostCounts, Probe, ProcessInfo, ThreadInfo, TraceHeader, Trailer};
+pub use meta::{
+    FuncWindow, LostCounts, Probe, ProcessInfo, StatWindow, SysWindow, ThreadInfo, ThreadWindow,
+    TraceHeader, Trailer,
+};
 pub use record::{Event, EventChunkDecoder, EventChunkEncoder, Record};
 
 /// Everything that can go wrong reading or writing a trace file.

@@ -88,3 +88,57 @@ pub struct Trailer {
     pub records: std::collections::BTreeMap<String, u64>,
     pub lost: u64,
 }
+
+/// One interval of counting mode (`tracer stat`): what happened between `start_ns` and
+/// `end_ns`, aggregated in the kernel. Windows of one file add up to the whole run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StatWindow {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub functions: Vec<FuncWindow>,
+    pub threads: Vec<ThreadWindow>,
+    pub syscalls: Vec<SysWindow>,
+    /// Updates the kernel's aggregation maps had no room for (cumulative).
+    pub dropped: u64,
+}
+
+/// A probed function in one window. `hist[i]` counts calls of `[2^i, 2^(i+1))` ns.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FuncWindow {
+    /// Probe-table id.
+    pub id: u32,
+    pub calls: u64,
+    /// Calls that returned a negative value.
+    pub errors: u64,
+    pub total_ns: u64,
+    pub hist: Vec<u64>,
+}
+
+/// A thread in one window: time in each state and scheduler counts.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadWindow {
+    pub tgid: u32,
+    pub tid: u32,
+    pub name: String,
+    pub running_ns: u64,
+    pub ready_ns: u64,
+    pub blocked_ns: u64,
+    pub io_ns: u64,
+    pub voluntary: u64,
+    pub involuntary: u64,
+    pub wakeups_sent: u64,
+    pub wakeups_received: u64,
+    pub migrations: u64,
+    pub syscalls: u64,
+}
+
+/// A system call number in one window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SysWindow {
+    pub nr: u32,
+    pub calls: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    /// Sum of positive results (bytes, for calls that move bytes).
+    pub positive_sum: u64,
+}

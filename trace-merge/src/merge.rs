@@ -584,7 +584,8 @@ fn absorb_meta(s: &mut Source, c: &Chunk) -> Result<()> {
             })
         }
         // Unknown kinds are skipped: newer recorders may add chunks older readers ignore.
-        ChunkKind::Events | ChunkKind::Unknown(_) => {}
+        // Counting-mode windows are read by the summaries, not merged.
+        ChunkKind::Events | ChunkKind::Window | ChunkKind::Unknown(_) => {}
     }
     Ok(())
 }

@@ -191,7 +191,91 @@ pub mod counter {
     pub const LOST: u32 = 0;
     /// Threads the filter could not hold (MAX_THREADS reached).
     pub const THREADS_FULL: u32 = 1;
-    pub const COUNT: u32 = 2;
+    /// Counting mode: updates an aggregation map had no room for.
+    pub const STAT_FULL: u32 = 2;
+    pub const COUNT: u32 = 3;
+}
+
+/// How the programs behave, set by the recorder before loading (frozen `.rodata`: the
+/// verifier removes the branches of the other mode).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// 0: send every event to the ring buffers (`tracer record`);
+    /// 1: aggregate in the kernel (`tracer stat`).
+    pub stat_mode: u32,
+    /// In counting mode, also record full detail for one call in this many per function
+    /// (0 = never).
+    pub sample_every: u32,
+}
+
+impl Config {
+    pub const RECORD: Config = Config {
+        stat_mode: 0,
+        sample_every: 0,
+    };
+}
+
+/// Probed functions counting mode can hold (ids 1..MAX_FUNCS).
+pub const MAX_FUNCS: u32 = 1024;
+/// System call numbers counting mode can hold.
+pub const MAX_SYSCALLS: u32 = 512;
+/// Buckets of the latency histograms: bucket `i` counts durations in `[2^i, 2^(i+1))` ns,
+/// the last one everything longer (2^31 ns = 2.1 s).
+pub const HIST_BUCKETS: usize = 32;
+
+/// Counting mode, per function (per CPU, summed by user space).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FuncStat {
+    pub calls: u64,
+    /// Calls whose return value, as a signed integer, was negative.
+    pub errors: u64,
+    pub total_ns: u64,
+    pub hist: [u64; HIST_BUCKETS],
+}
+
+/// Counting mode, per system call number.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SysStat {
+    pub calls: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    /// Sum of positive results: bytes moved, for the calls that move bytes.
+    pub positive_sum: u64,
+}
+
+/// Counting mode, per thread. Times are closed intervals only: user space adds the
+/// interval still open (from [`ThreadSched`]) when it reads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadStat {
+    /// Nanoseconds in each [`tstate`], indexed by state.
+    pub state_ns: [u64; 4],
+    pub voluntary: u64,
+    pub involuntary: u64,
+    pub wakeups_sent: u64,
+    pub wakeups_received: u64,
+    pub migrations: u64,
+    pub syscalls: u64,
+}
+
+/// Thread states of counting mode.
+pub mod tstate {
+    pub const RUNNING: u32 = 0;
+    pub const READY: u32 = 1;
+    pub const BLOCKED: u32 = 2;
+    pub const IO: u32 = 3;
+}
+
+/// Counting mode: the state a thread is in, since when, and its last CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadSched {
+    pub since: u64,
+    pub state: u32,
+    pub cpu: u32,
 }
 
 /// `clone(2)` flag: the new task is a thread of the caller's process.
@@ -201,4 +285,9 @@ pub const CLONE_THREAD: u64 = 0x0001_0000;
 mod pod {
     // SAFETY: plain #[repr(C)] integer structs with no padding.
     unsafe impl aya::Pod for super::Offsets {}
+    unsafe impl aya::Pod for super::Config {}
+    unsafe impl aya::Pod for super::FuncStat {}
+    unsafe impl aya::Pod for super::SysStat {}
+    unsafe impl aya::Pod for super::ThreadStat {}
+    unsafe impl aya::Pod for super::ThreadSched {}
 }

@@ -17,6 +17,9 @@
 fn main() {}
 
 #[cfg(target_arch = "bpf")]
+mod stat;
+
+#[cfg(target_arch = "bpf")]
 mod programs {
     use aya_ebpf::{
         bindings::{BPF_ANY, BPF_RB_NO_WAKEUP},
@@ -30,6 +33,8 @@ mod programs {
         EbpfContext,
     };
     use tracer_abi::*;
+
+    use crate::stat;
 
     #[btf_map]
     static EVENTS: ArrayOfMaps<RingBuf<u8, { RING_BYTES as usize }>, { MAX_CPUS as usize }> =
@@ -50,6 +55,27 @@ mod programs {
     #[no_mangle]
     static OFFSETS: Offsets = Offsets::DEFAULT;
 
+    /// Recording or counting mode; set before loading.
+    #[no_mangle]
+    static CONFIG: Config = Config::RECORD;
+
+    #[inline(always)]
+    fn config() -> Config {
+        // SAFETY: as for `offsets`.
+        unsafe { core::ptr::read_volatile(&CONFIG) }
+    }
+
+    #[inline(always)]
+    fn counting() -> bool {
+        config().stat_mode != 0
+    }
+
+    #[inline(always)]
+    fn now() -> u64 {
+        // SAFETY: helper without preconditions.
+        unsafe { bpf_ktime_get_ns() }
+    }
+
     #[inline(always)]
     fn offsets() -> Offsets {
         // SAFETY: a read of our own global; volatile so the loader's value is used, not
@@ -58,7 +84,7 @@ mod programs {
     }
 
     #[inline(always)]
-    fn bump(index: u32) {
+    pub(crate) fn bump(index: u32) {
         if let Some(c) = COUNTERS.get_ptr_mut(index) {
             // SAFETY: per-CPU slot, and BPF programs do not migrate while running.
             unsafe { *c += 1 };
@@ -96,7 +122,9 @@ mod programs {
 
     #[inline(always)]
     fn is_traced_tid(tid: u32) -> bool {
-        TIDS.get_ptr(tid).is_some()
+        // black_box keeps this a scalar: LLVM would otherwise OR two lookups' pointers
+        // together, which the verifier rejects.
+        core::hint::black_box(TIDS.get_ptr(tid).is_some())
     }
 
     #[inline(always)]
@@ -144,6 +172,9 @@ mod programs {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
         let (_, tid) = current();
+        if counting() && !stat::func_entry(tid, func, now(), config().sample_every) {
+            return 0;
+        }
         emit(FuncEntry {
             h: header(tid, kind::FUNC_ENTRY),
             func,
@@ -158,6 +189,9 @@ mod programs {
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
         let ret: u64 = ctx.ret();
         let (_, tid) = current();
+        if counting() && !stat::func_exit(tid, func, ret, now()) {
+            return 0;
+        }
         emit(FuncExit {
             h: header(tid, kind::FUNC_EXIT),
             func,
@@ -189,6 +223,12 @@ mod programs {
         if nr < 0 || nr as u32 == SYS_URETPROBE {
             return 0;
         }
+        if counting() {
+            stat::sys_enter(tid, now());
+            if !stat::sampled(tid) {
+                return 0;
+            }
+        }
         emit(SysEnter {
             h: header(tid, kind::SYS_ENTER),
             nr: nr as u32,
@@ -209,11 +249,18 @@ mod programs {
         if nr < 0 || nr as u32 == SYS_URETPROBE {
             return 0;
         }
+        let ret = field!(ctx, sys_exit_ret, i64);
+        if counting() {
+            stat::sys_exit(tid, nr as u32, ret, now());
+            if !stat::sampled(tid) {
+                return 0;
+            }
+        }
         emit(SysExit {
             h: header(tid, kind::SYS_EXIT),
             nr: nr as u32,
             _pad: 0,
-            ret: field!(ctx, sys_exit_ret, i64),
+            ret,
         });
         0
     }
@@ -226,17 +273,33 @@ mod programs {
         let prev = field!(ctx, switch_prev_pid, u32);
         let next = field!(ctx, switch_next_pid, u32);
         let prev_traced = is_traced_tid(prev);
-        if !prev_traced && !is_traced_tid(next) {
+        let next_traced = is_traced_tid(next);
+        if !prev_traced && !next_traced {
             return 0;
         }
         let prev_state = field!(ctx, switch_prev_state, i64);
         let prev_state = prev_state as u32;
-        emit(Switch {
-            h: header(prev, kind::SWITCH),
-            next_tid: next,
-            prev_state,
-        });
-        if prev_traced && prev_state & EXIT_STATES != 0 {
+        let exiting = prev_traced && prev_state & EXIT_STATES != 0;
+        let record = if counting() {
+            stat::switch(
+                prev_traced.then_some(prev),
+                prev_state,
+                next_traced.then_some(next),
+                now(),
+                exiting,
+            );
+            stat::sampled(prev) || stat::sampled(next)
+        } else {
+            true
+        };
+        if record {
+            emit(Switch {
+                h: header(prev, kind::SWITCH),
+                next_tid: next,
+                prev_state,
+            });
+        }
+        if exiting {
             // The thread will never run again: free its slot in the filter.
             let _ = TIDS.remove(prev);
         }
@@ -251,6 +314,12 @@ mod programs {
         }
         let target_cpu = field!(ctx, wakeup_target_cpu, u32);
         let (_, waker) = current();
+        if counting() {
+            stat::wakeup(is_traced_tid(waker).then_some(waker), wakee, now());
+            if !stat::sampled(wakee) {
+                return;
+            }
+        }
         emit(Wakeup {
             h: header(waker, kind),
             wakee,

@@ -9,7 +9,7 @@ use std::{
 use anyhow::{Context, Result};
 use trace_file::{
     syscalls, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, Reader,
-    ThreadInfo, TraceHeader, Trailer,
+    StatWindow, ThreadInfo, TraceHeader, Trailer,
 };
 
 /// Prints every chunk of `path` in file order. Records are printed as
@@ -99,6 +99,44 @@ pub fn dump(path: &Path) -> Result<()> {
                         "# trailer end_ns={} reason={} lost={} records={:?}",
                         t.end_ns, t.reason, t.lost, t.records
                     )?;
+                }
+                ChunkKind::Window => {
+                    let win: StatWindow = chunk.meta()?;
+                    writeln!(
+                        out,
+                        "# window {}..{} ns: {} functions, {} threads, {} syscalls, dropped={}",
+                        win.start_ns as i64 - start as i64,
+                        win.end_ns as i64 - start as i64,
+                        win.functions.len(),
+                        win.threads.len(),
+                        win.syscalls.len(),
+                        win.dropped
+                    )?;
+                    for f in &win.functions {
+                        writeln!(
+                            out,
+                            "#   func id={} calls={} errors={} total_ns={}",
+                            f.id, f.calls, f.errors, f.total_ns
+                        )?;
+                    }
+                    for t in &win.threads {
+                        writeln!(
+                            out,
+                            "#   thread tid={} name={} running_ns={} ready_ns={} blocked_ns={} io_ns={} voluntary={} involuntary={} wakeups_sent={} wakeups_received={} migrations={} syscalls={}",
+                            t.tid, t.name, t.running_ns, t.ready_ns, t.blocked_ns, t.io_ns, t.voluntary, t.involuntary, t.wakeups_sent, t.wakeups_received, t.migrations, t.syscalls
+                        )?;
+                    }
+                    for c in &win.syscalls {
+                        writeln!(
+                            out,
+                            "#   syscall {} calls={} errors={} total_ns={} positive_sum={}",
+                            sys(c.nr),
+                            c.calls,
+                            c.errors,
+                            c.total_ns,
+                            c.positive_sum
+                        )?;
+                    }
                 }
                 ChunkKind::Unknown(code) => writeln!(out, "# unknown chunk kind {code}")?,
             }

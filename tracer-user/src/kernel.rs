@@ -5,14 +5,16 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
-    maps::{ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, RingBuf},
+    maps::{ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
         TracePoint, UProbe,
     },
     Ebpf, EbpfLoader,
 };
-use tracer_abi::{counter, Offsets, MAX_CPUS, RING_BYTES};
+use tracer_abi::{
+    counter, Config, FuncStat, Offsets, SysStat, ThreadSched, ThreadStat, MAX_CPUS, RING_BYTES,
+};
 
 /// The eBPF object built by `cargo xtask build`, embedded at compile time.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf.o"));
@@ -41,11 +43,22 @@ pub struct Kernel {
     /// Keeps the CPU -> ring buffer array alive while programs use it.
     _outer: ArrayOfMaps<MapData, RingBuf<MapData>>,
     uprobe_programs: [&'static str; 2],
+    /// The aggregation maps, in counting mode.
+    pub stat: Option<StatMaps>,
+}
+
+/// Counting mode's maps (see tracer-ebpf/src/stat.rs).
+pub struct StatMaps {
+    pub funcs: PerCpuArray<MapData, FuncStat>,
+    pub syscalls: PerCpuArray<MapData, SysStat>,
+    pub threads: PerCpuHashMap<MapData, u32, ThreadStat>,
+    pub sched: HashMap<MapData, u32, ThreadSched>,
 }
 
 impl Kernel {
-    /// Loads the programs for a machine with `cpus` CPUs, with tracepoint layouts `offsets`.
-    pub fn load(cpus: u32, offsets: &Offsets) -> Result<Kernel> {
+    /// Loads the programs for a machine with `cpus` CPUs, with tracepoint layouts `offsets`,
+    /// in the mode `config` says.
+    pub fn load(cpus: u32, offsets: &Offsets, config: &Config) -> Result<Kernel> {
         if OBJECT.is_empty() {
             bail!("this tracer was built without its eBPF programs; build it with `cargo xtask build`");
         }
@@ -54,6 +67,7 @@ impl Kernel {
         }
         let mut ebpf = EbpfLoader::new()
             .override_global("OFFSETS", offsets, true)
+            .override_global("CONFIG", config, true)
             .load(OBJECT)
             .map_err(|e| anyhow!("loading the eBPF programs failed: {e}"))?;
         let mut take = |name: &str| {
@@ -64,6 +78,16 @@ impl Kernel {
         let tgids: HashMap<MapData, u32, u32> = take("TGIDS")?.try_into()?;
         let tids: HashMap<MapData, u32, u32> = take("TIDS")?.try_into()?;
         let counters: PerCpuArray<MapData, u64> = take("COUNTERS")?.try_into()?;
+        let stat = if config.stat_mode != 0 {
+            Some(StatMaps {
+                funcs: take("FUNC_STATS")?.try_into()?,
+                syscalls: take("SYS_STATS")?.try_into()?,
+                threads: take("THREAD_STATS")?.try_into()?,
+                sched: take("SCHED")?.try_into()?,
+            })
+        } else {
+            None
+        };
         let mut rings = Vec::with_capacity(cpus as usize);
         for cpu in 0..cpus {
             let def = aya_obj_ringbuf();
@@ -83,6 +107,7 @@ impl Kernel {
             rings,
             _outer: outer,
             uprobe_programs: ["func_entry", "func_exit"],
+            stat,
         })
     }
 
@@ -166,6 +191,29 @@ impl Kernel {
         self.tids
             .insert(tid, tgid, 0)
             .context("adding a thread to the kernel filter (too many threads?)")
+    }
+
+    /// Counting mode: starts the state clock of a thread that existed before attach.
+    pub fn seed_thread(&mut self, tid: u32, state: u32, cpu: u32, now: u64) -> Result<()> {
+        if let Some(stat) = &mut self.stat {
+            stat.sched
+                .insert(
+                    tid,
+                    ThreadSched {
+                        since: now,
+                        state,
+                        cpu,
+                    },
+                    0,
+                )
+                .context("seeding the thread state map")?;
+        }
+        Ok(())
+    }
+
+    /// Updates counting mode's maps had no room for.
+    pub fn stat_dropped(&self) -> Result<u64> {
+        Ok(self.counters.get(&counter::STAT_FULL, 0)?.iter().sum())
     }
 
     /// Per-CPU counts of records dropped for a full ring buffer, and of threads the

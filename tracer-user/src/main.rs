@@ -7,6 +7,7 @@ mod output;
 mod probes;
 mod procfs;
 mod record;
+mod stat;
 mod tracefs;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
@@ -57,6 +58,40 @@ enum Command {
         #[arg(long, hide = true)]
         empty_probes: bool,
         /// Command to launch and trace from its first instruction.
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Count in the kernel (always-on mode): per function, thread and system call, written
+    /// as one window per interval. Near-zero cost: no record crosses to user space.
+    Stat {
+        /// Process to watch (repeatable).
+        #[arg(short, long = "pid", value_name = "PID")]
+        pids: Vec<u32>,
+        /// Function to count: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
+        #[arg(short, long = "uprobe", value_name = "SPEC")]
+        uprobes: Vec<String>,
+        /// Count every function a non-glob spec matches instead of refusing ambiguity.
+        #[arg(long)]
+        all_matches: bool,
+        /// Length of a window.
+        #[arg(short, long, default_value = "10s", value_parser = parse_duration)]
+        interval: Duration,
+        /// Stop after this long; default: until Ctrl-C or exit.
+        #[arg(short, long, value_parser = parse_duration)]
+        duration: Option<Duration>,
+        /// Also record 1 call in N of each function in full detail.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        sample: u32,
+        /// File to write.
+        #[arg(short, long, default_value = "tracer.stat")]
+        output: PathBuf,
+        /// Overwrite the output file if it exists.
+        #[arg(short, long)]
+        force: bool,
+        /// No live table and no summary.
+        #[arg(short, long)]
+        quiet: bool,
+        /// Command to launch and watch from its first instruction.
         #[arg(last = true, value_name = "CMD")]
         command: Vec<String>,
     },
@@ -148,6 +183,7 @@ fn run(cli: Cli) -> Result<()> {
                 force,
                 quiet,
                 empty_probes,
+                stat: None,
             };
             let summary = record::record(&opts)?;
             if !opts.quiet {
@@ -162,6 +198,42 @@ fn run(cli: Cli) -> Result<()> {
                 if !opts.quiet {
                     eprintln!("{report}");
                 }
+            }
+            Ok(())
+        }
+        Command::Stat {
+            pids,
+            uprobes,
+            all_matches,
+            interval,
+            duration,
+            sample,
+            output,
+            force,
+            quiet,
+            command,
+        } => {
+            if pids.is_empty() && command.is_empty() {
+                bail!("nothing to watch: give --pid PID or a command after --");
+            }
+            let opts = record::RecordOptions {
+                pids,
+                command,
+                uprobes,
+                allow_multiple: all_matches,
+                duration,
+                output,
+                force,
+                quiet,
+                empty_probes: false,
+                stat: Some(stat::StatOptions {
+                    interval,
+                    sample_every: sample,
+                }),
+            };
+            let summary = record::record(&opts)?;
+            if !opts.quiet {
+                record::print_summary(&summary, &opts.output)?;
             }
             Ok(())
         }

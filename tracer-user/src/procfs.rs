@@ -25,6 +25,18 @@ pub fn state(pid: u32, tid: u32) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
+/// The CPU a thread last ran on (field 39 of its stat).
+pub fn last_cpu(pid: u32, tid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    // Fields after the name start with the state, field 3.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(36)?
+        .parse()
+        .ok()
+}
+
 /// The threads of `pid`, with their names and states.
 pub fn threads(pid: u32) -> Result<Vec<ThreadInfo>> {
     let dir = format!("/proc/{pid}/task");

@@ -16,7 +16,12 @@ use trace_file::{
 };
 use tracer_abi as abi;
 
-use crate::{kernel::Kernel, output, probes, procfs, tracefs};
+use crate::{
+    kernel::Kernel,
+    output, probes, procfs,
+    stat::{self, Counting, StatOptions},
+    tracefs,
+};
 
 /// What to record and where.
 pub struct RecordOptions {
@@ -32,6 +37,8 @@ pub struct RecordOptions {
     pub quiet: bool,
     /// Attach uprobe programs that record nothing (benchmarks: the kernel's floor).
     pub empty_probes: bool,
+    /// Counting mode (`tracer stat`) instead of recording every event.
+    pub stat: Option<StatOptions>,
 }
 
 /// Totals of a finished recording.
@@ -163,7 +170,14 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
 
     let file = output::create_exclusive(&opts.output, opts.force)?;
     let cpus = procfs::possible_cpus()?;
-    let mut kernel = Kernel::load(cpus, &offsets)?;
+    let config = match opts.stat {
+        None => tracer_abi::Config::RECORD,
+        Some(s) => tracer_abi::Config {
+            stat_mode: 1,
+            sample_every: s.sample_every,
+        },
+    };
+    let mut kernel = Kernel::load(cpus, &offsets, &config)?;
     install_signal_handlers();
 
     let launched = if opts.command.is_empty() {
@@ -182,9 +196,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     // task_newtask (its process is already in the filter) and listed by /proc as well.
     kernel.attach_tracepoints()?;
     let mut threads = Vec::new();
+    let seeded_at = monotonic_ns();
     for &pid in &pids {
         for t in procfs::threads(pid)? {
             kernel.trace_thread(t.tid, pid)?;
+            let cpu = procfs::last_cpu(pid, t.tid).unwrap_or(0);
+            kernel.seed_thread(t.tid, stat::state_of_letter(t.state), cpu, seeded_at)?;
             threads.push(t);
         }
     }
@@ -228,14 +245,23 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         l.release();
     }
 
+    let mut counting = opts
+        .stat
+        .map(|s| Counting::new(s, &table, &threads, seeded_at, opts.quiet));
     let mut rec = Recorder::new(w, cpus);
     let started = Instant::now();
-    let status = !opts.quiet && std::io::stderr().is_terminal();
+    let status = !opts.quiet && std::io::stderr().is_terminal() && counting.is_none();
     let mut last_status = Instant::now();
     let mut last_check = Instant::now();
     let reason = loop {
         let drained = rec.drain(&mut kernel)?;
         rec.flush_aged()?;
+        if let Some(c) = &mut counting {
+            for (tid, tgid, name) in rec.names.drain(..) {
+                c.saw(tid, tgid, &name);
+            }
+            c.tick(&mut kernel, &mut rec.w)?;
+        }
         if STOP.load(Ordering::Relaxed) {
             break "signal";
         }
@@ -278,6 +304,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     kernel.stop();
     rec.drain(&mut kernel)?;
     rec.flush_all()?;
+    if let Some(c) = &mut counting {
+        for (tid, tgid, name) in rec.names.drain(..) {
+            c.saw(tid, tgid, &name);
+        }
+        c.window(&mut kernel, &mut rec.w)?;
+    }
     let (per_cpu, threads_full) = kernel.losses()?;
     let end_ns = monotonic_ns();
     rec.w.meta(
@@ -324,6 +356,8 @@ struct Recorder {
     w: Writer<BufWriter<File>>,
     encoders: Vec<EventChunkEncoder>,
     flushed_at: Vec<Instant>,
+    /// Thread names learned from records (tid, tgid if known, name), for counting mode.
+    names: Vec<(u32, Option<u32>, String)>,
     /// Records per kind, by `Event::kind_index`.
     counts: [u64; Event::KINDS],
     total: u64,
@@ -338,6 +372,7 @@ impl Recorder {
             encoders: (0..cpus).map(EventChunkEncoder::new).collect(),
             flushed_at: vec![Instant::now(); cpus as usize],
             counts: [0; Event::KINDS],
+            names: Vec::new(),
             total: 0,
             lost: 0,
             last_total: 0,
@@ -354,6 +389,19 @@ impl Recorder {
                 };
                 self.encoders[cpu].push(ts, tid, &event);
                 self.counts[event.kind_index()] += 1;
+                match event {
+                    Event::NewTask {
+                        child_tid,
+                        child_tgid,
+                        comm,
+                    } => self
+                        .names
+                        .push((child_tid, Some(child_tgid), comm.as_str().into_owned())),
+                    Event::Rename { comm } | Event::Exec { comm } => {
+                        self.names.push((tid, None, comm.as_str().into_owned()))
+                    }
+                    _ => {}
+                }
                 n += 1;
             }
             if self.encoders[cpu].encoded_bytes() >= CHUNK_BYTES {

@@ -1,0 +1,225 @@
+//! `tracer stat` (counting in the kernel) against the fixture's own counters and the
+//! kernel's schedstat. Needs root.
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use trace_file::{ChunkKind, Event, EventChunkDecoder, Reader, StatWindow, TraceHeader, Trailer};
+use tracer_tests::*;
+
+fn start_stat(pid: u32, out: &Path, extra: &[&str]) -> Child {
+    let child = Command::new(tracer_bin())
+        .args([
+            "stat",
+            "--quiet",
+            "--pid",
+            &pid.to_string(),
+            "-i",
+            "300ms",
+            "-o",
+        ])
+        .arg(out)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::fs::metadata(out).is_ok_and(|m| m.len() > 200)
+    }));
+    child
+}
+
+fn stop(child: Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+struct StatFile {
+    header: TraceHeader,
+    windows: Vec<StatWindow>,
+    trailer: Option<Trailer>,
+    entries: u64,
+    sampled_syscalls: u64,
+}
+
+fn read(path: &Path) -> StatFile {
+    let mut r = Reader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut f = StatFile {
+        header: TraceHeader::default(),
+        windows: vec![],
+        trailer: None,
+        entries: 0,
+        sampled_syscalls: 0,
+    };
+    while let Some(c) = r.next_chunk().unwrap() {
+        match c.kind {
+            ChunkKind::Header => f.header = c.meta().unwrap(),
+            ChunkKind::Window => f.windows.push(c.meta().unwrap()),
+            ChunkKind::Trailer => f.trailer = Some(c.meta().unwrap()),
+            ChunkKind::Events => {
+                for rec in EventChunkDecoder::new(&c.payload, c.offset).unwrap() {
+                    match rec.unwrap().event {
+                        Event::FuncEntry { .. } => f.entries += 1,
+                        Event::SysExit { .. } => f.sampled_syscalls += 1,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    f
+}
+
+fn calls(f: &StatFile, id: u32) -> u64 {
+    f.windows
+        .iter()
+        .flat_map(|w| &w.functions)
+        .filter(|x| x.id == id)
+        .map(|x| x.calls)
+        .sum()
+}
+
+#[test]
+fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        workers: 3,
+        spin_us: 1500,
+        ..Default::default()
+    })
+    .unwrap();
+    let pid = server.pid();
+    let names = threads(pid);
+    let run = |tid| schedstat(pid, tid).unwrap().run_ns;
+    let before: HashMap<u32, u64> = names.iter().map(|&(t, _)| (t, run(t))).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.stat");
+    let st = start_stat(
+        pid,
+        &out,
+        &["-u", "handle_request", "-u", "render_response"],
+    );
+    let report = load(server.port(), 6, 50, 2048, 3, Duration::from_secs(10));
+    assert_eq!(report.errors, 0);
+    // Idle windows too: the server's threads sleep, their clocks stand still.
+    std::thread::sleep(Duration::from_millis(1000));
+    let after: HashMap<u32, u64> = names.iter().map(|&(t, _)| (t, run(t))).collect();
+    stop(st);
+    let stats = server.stop().unwrap();
+    let f = read(&out);
+
+    assert!(f.windows.len() >= 3, "{} windows", f.windows.len());
+    for pair in f.windows.windows(2) {
+        assert_eq!(
+            pair[0].end_ns, pair[1].start_ns,
+            "windows must tile the run"
+        );
+    }
+    assert!(f.windows[0].start_ns <= f.header.start_ns);
+    assert!(f.windows.last().unwrap().end_ns >= f.trailer.as_ref().unwrap().end_ns - 1_000_000_000);
+    assert_eq!(calls(&f, 1), stats.handle_request);
+    assert_eq!(calls(&f, 2), stats.render_response);
+    assert_eq!(f.entries, 0, "counting mode sent per-call records");
+    assert!(f.windows.iter().all(|w| w.dropped == 0));
+
+    let mut checked = 0;
+    for (tid, name) in &names {
+        if !name.starts_with("worker") {
+            continue;
+        }
+        let truth = after[tid] - before[tid];
+        let ours: u64 = f
+            .windows
+            .iter()
+            .flat_map(|w| &w.threads)
+            .filter(|t| t.tid == *tid)
+            .map(|t| t.running_ns)
+            .sum();
+        let err = (ours as f64 - truth as f64).abs() / truth as f64;
+        assert!(
+            err < 0.01,
+            "{name}: running {ours} ns vs schedstat {truth} ns ({:.2}%)",
+            err * 100.0
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 3);
+    // The acceptor read 300 requests' worth of syscalls: accept4 results are all there.
+    let accepts: u64 = f
+        .windows
+        .iter()
+        .flat_map(|w| &w.syscalls)
+        .filter(|s| s.nr == 288)
+        .map(|s| s.calls - s.errors)
+        .sum();
+    assert_eq!(accepts, stats.connections);
+}
+
+#[test]
+fn sampling_records_one_call_in_n_in_full() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.stat");
+    let st = start_stat(
+        server.pid(),
+        &out,
+        &["-u", "handle_request", "--sample", "10"],
+    );
+    load(server.port(), 4, 100, 512, 4, Duration::from_secs(10));
+    stop(st);
+    let stats = server.stop().unwrap();
+    let f = read(&out);
+    assert_eq!(calls(&f, 1), stats.handle_request);
+    // One in ten per CPU: the first of every ten calls on each CPU.
+    let cpus = f.header.cpus as u64;
+    let expect = stats.handle_request / 10;
+    assert!(
+        f.entries + cpus >= expect && f.entries <= expect + cpus,
+        "{} sampled of {} calls",
+        f.entries,
+        stats.handle_request
+    );
+    // Inside a sampled call the handler's syscalls are recorded too (open, read, close, write).
+    assert!(
+        f.sampled_syscalls >= f.entries * 4,
+        "{f_s} syscalls",
+        f_s = f.sampled_syscalls
+    );
+}
+
+#[test]
+fn a_stat_killed_with_sigkill_reads_back() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.stat");
+    let st = start_stat(server.pid(), &out, &["-u", "handle_request"]);
+    load(server.port(), 2, 50, 512, 2, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: killing our own child.
+    unsafe { libc::kill(st.id() as i32, libc::SIGKILL) };
+    let _ = st.wait_with_output();
+    let stats = server.stop().unwrap();
+    let f = read(&out);
+    assert!(f.trailer.is_none());
+    assert!(!f.windows.is_empty());
+    assert!(calls(&f, 1) <= stats.handle_request);
+    let dump = Command::new(tracer_bin())
+        .arg("dump")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(dump.status.success());
+}

@@ -1,0 +1,260 @@
+//! Counting mode (`tracer stat`): the same hooks aggregate in per-CPU maps instead of
+//! sending records, so nothing crosses to user space per event.
+//!
+//! Thread states are a small state machine per thread (`SCHED`: state, since, CPU) driven
+//! by switches and wakeups; closed intervals accumulate in `THREAD_STATS`, and user space
+//! adds the open one when it reads. With `Config::sample_every = N`, one call in N of each
+//! function is also recorded in full (entry, exit, and the thread's syscalls and switches
+//! while inside it) through the ring buffers.
+
+use aya_ebpf::{
+    bindings::BPF_ANY,
+    btf_maps::{HashMap, PerCpuArray, PerCpuHashMap},
+    helpers::generated::bpf_get_smp_processor_id,
+    macros::btf_map,
+};
+use tracer_abi::*;
+
+use crate::programs::bump;
+
+#[btf_map]
+static FUNC_STATS: PerCpuArray<FuncStat, { MAX_FUNCS as usize }> = PerCpuArray::new();
+
+#[btf_map]
+static SYS_STATS: PerCpuArray<SysStat, { MAX_SYSCALLS as usize }> = PerCpuArray::new();
+
+#[btf_map]
+static THREAD_STATS: PerCpuHashMap<u32, ThreadStat, { MAX_THREADS as usize }> =
+    PerCpuHashMap::new();
+
+/// Per thread: its current state, since when, on which CPU it last ran.
+#[btf_map]
+static SCHED: HashMap<u32, ThreadSched, { MAX_THREADS as usize }> = HashMap::new();
+
+/// Entry time of the function call in progress, per (tid << 32 | function id).
+#[btf_map]
+static FUNC_START: HashMap<u64, u64, { MAX_THREADS as usize }> = HashMap::new();
+
+/// Entry time of the system call in progress, per thread.
+#[btf_map]
+static SYS_START: HashMap<u32, u64, { MAX_THREADS as usize }> = HashMap::new();
+
+/// Threads inside a sampled call (tid -> function id): their events are recorded.
+#[btf_map]
+static SAMPLED: HashMap<u32, u32, { MAX_THREADS as usize }> = HashMap::new();
+
+/// Calls seen per function on this CPU, to pick one in N for sampling.
+#[btf_map]
+static SAMPLE_TICK: PerCpuArray<u64, { MAX_FUNCS as usize }> = PerCpuArray::new();
+
+#[inline(always)]
+fn cpu() -> u32 {
+    // SAFETY: helper without preconditions.
+    unsafe { bpf_get_smp_processor_id() }
+}
+
+#[inline(always)]
+fn log2_bucket(ns: u64) -> usize {
+    let b = 63 - (ns | 1).leading_zeros() as usize;
+    if b >= HIST_BUCKETS {
+        HIST_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+/// The thread's statistics slot on this CPU, created on first use.
+#[inline(always)]
+fn thread_stat(tid: u32) -> Option<*mut ThreadStat> {
+    if let Some(p) = THREAD_STATS.get_ptr_mut(tid) {
+        return Some(p);
+    }
+    if THREAD_STATS
+        .insert(tid, ThreadStat::default(), BPF_ANY as u64)
+        .is_err()
+    {
+        bump(counter::STAT_FULL);
+        return None;
+    }
+    THREAD_STATS.get_ptr_mut(tid)
+}
+
+/// True when `tid` is inside a sampled call (its events go to the ring buffers too).
+#[inline(always)]
+pub fn sampled(tid: u32) -> bool {
+    SAMPLED.get_ptr(tid).is_some()
+}
+
+/// A function was entered; returns true when this call is sampled.
+#[inline(always)]
+pub fn func_entry(tid: u32, func: u32, now: u64, sample_every: u32) -> bool {
+    if FUNC_START
+        .insert(((tid as u64) << 32) | func as u64, now, BPF_ANY as u64)
+        .is_err()
+    {
+        bump(counter::STAT_FULL);
+    }
+    if sample_every == 0 || sampled(tid) {
+        return false;
+    }
+    let Some(tick) = SAMPLE_TICK.get_ptr_mut(func) else {
+        return false;
+    };
+    // SAFETY: per-CPU slot.
+    let n = unsafe {
+        *tick += 1;
+        *tick
+    };
+    if n % sample_every as u64 != 1 % sample_every as u64 {
+        return false;
+    }
+    let _ = SAMPLED.insert(tid, func, BPF_ANY as u64);
+    true
+}
+
+/// A function returned; returns true when the call was the sampled one.
+#[inline(always)]
+pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64) -> bool {
+    let key = ((tid as u64) << 32) | func as u64;
+    if let Some(start) = FUNC_START.get_ptr(key) {
+        // SAFETY: a value of our own map.
+        let dt = now.saturating_sub(unsafe { *start });
+        let _ = FUNC_START.remove(key);
+        if let Some(s) = FUNC_STATS.get_ptr_mut(func) {
+            // SAFETY: per-CPU slot.
+            unsafe {
+                (*s).calls += 1;
+                (*s).errors += ((ret as i64) < 0) as u64;
+                (*s).total_ns += dt;
+                (*s).hist[log2_bucket(dt)] += 1;
+            }
+        }
+    }
+    // SAFETY: a value of our own map.
+    if SAMPLED.get_ptr(tid).is_some_and(|f| unsafe { *f } == func) {
+        let _ = SAMPLED.remove(tid);
+        return true;
+    }
+    false
+}
+
+#[inline(always)]
+pub fn sys_enter(tid: u32, now: u64) {
+    if SYS_START.insert(tid, now, BPF_ANY as u64).is_err() {
+        bump(counter::STAT_FULL);
+    }
+}
+
+#[inline(always)]
+pub fn sys_exit(tid: u32, nr: u32, ret: i64, now: u64) {
+    // A call already in progress at attach has no start: it still counts (calls, bytes,
+    // errors stay exact), with no time.
+    let dt = match SYS_START.get_ptr(tid) {
+        // SAFETY: a value of our own map.
+        Some(start) => now.saturating_sub(unsafe { *start }),
+        None => 0,
+    };
+    let _ = SYS_START.remove(tid);
+    if let Some(s) = SYS_STATS.get_ptr_mut(nr) {
+        // SAFETY: per-CPU slot.
+        unsafe {
+            (*s).calls += 1;
+            if ret < 0 {
+                (*s).errors += 1;
+            } else {
+                (*s).positive_sum += ret as u64;
+            }
+            (*s).total_ns += dt;
+        }
+    }
+    if let Some(t) = thread_stat(tid) {
+        // SAFETY: per-CPU slot.
+        unsafe { (*t).syscalls += 1 };
+    }
+}
+
+/// Closes the thread's current interval at `now` and opens one in `state`.
+#[inline(always)]
+fn transition(tid: u32, state: u32, now: u64, cpu: u32) -> Option<ThreadSched> {
+    let old = SCHED.get_ptr(tid).map(|p| {
+        // SAFETY: a value of our own map.
+        unsafe { *p }
+    });
+    if let Some(old) = old {
+        if let Some(t) = thread_stat(tid) {
+            // SAFETY: per-CPU slot; the index is masked into range.
+            unsafe { (*t).state_ns[(old.state & 3) as usize] += now.saturating_sub(old.since) };
+        }
+    }
+    let new = ThreadSched {
+        since: now,
+        state,
+        cpu,
+    };
+    if SCHED.insert(tid, new, BPF_ANY as u64).is_err() {
+        bump(counter::STAT_FULL);
+    }
+    old
+}
+
+/// `prev` leaves the CPU in `prev_state`, `next` takes it (each only if traced).
+#[inline(always)]
+pub fn switch(prev: Option<u32>, prev_state: u32, next: Option<u32>, now: u64, exiting: bool) {
+    let cpu = cpu();
+    if let Some(prev) = prev {
+        let preempted = prev_state == 0 || prev_state & 0x100 != 0;
+        let state = if preempted {
+            tstate::READY
+        } else if prev_state & 0x2 != 0 {
+            tstate::IO
+        } else {
+            tstate::BLOCKED
+        };
+        transition(prev, state, now, cpu);
+        if let Some(t) = thread_stat(prev) {
+            // SAFETY: per-CPU slot.
+            unsafe {
+                if preempted {
+                    (*t).involuntary += 1;
+                } else {
+                    (*t).voluntary += 1;
+                }
+            }
+        }
+        if exiting {
+            let _ = SCHED.remove(prev);
+        }
+    }
+    if let Some(next) = next {
+        let old = transition(next, tstate::RUNNING, now, cpu);
+        if old.is_some_and(|o| o.cpu != cpu) {
+            if let Some(t) = thread_stat(next) {
+                // SAFETY: per-CPU slot.
+                unsafe { (*t).migrations += 1 };
+            }
+        }
+    }
+}
+
+/// `waker` (if traced) woke the traced `wakee`: it becomes ready to run.
+#[inline(always)]
+pub fn wakeup(waker: Option<u32>, wakee: u32, now: u64) {
+    // SAFETY: a value of our own map.
+    let (state, cpu) = SCHED
+        .get_ptr(wakee)
+        .map(|p| unsafe { ((*p).state, (*p).cpu) })
+        .unwrap_or((tstate::BLOCKED, cpu()));
+    if state == tstate::BLOCKED || state == tstate::IO {
+        transition(wakee, tstate::READY, now, cpu);
+    }
+    if let Some(t) = thread_stat(wakee) {
+        // SAFETY: per-CPU slot.
+        unsafe { (*t).wakeups_received += 1 };
+    }
+    if let Some(waker) = waker {
+        if let Some(t) = thread_stat(waker) {
+            // SAFETY: per-CPU slot.
+            unsafe { (*t).wakeups_sent += 1 };
+        }
+    }
+}

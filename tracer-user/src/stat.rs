@@ -1,0 +1,325 @@
+//! `tracer stat`: counting mode. The kernel aggregates; every interval this reads the
+//! cumulative maps, turns them into the window since the last read, and appends it to the
+//! file. Reading cumulative values (instead of read-and-reset) loses no update that races
+//! with the read.
+
+use std::{
+    collections::HashMap,
+    io::{IsTerminal, Write},
+    time::{Duration, Instant},
+};
+
+use anyhow::Result;
+use trace_file::{
+    syscalls, ChunkKind, FuncWindow, Probe, StatWindow, SysWindow, ThreadInfo, ThreadWindow, Writer,
+};
+use tracer_abi::{tstate, HIST_BUCKETS, MAX_SYSCALLS};
+
+use crate::kernel::Kernel;
+
+/// Counting-mode settings.
+#[derive(Clone, Copy)]
+pub struct StatOptions {
+    pub interval: Duration,
+    /// Record 1 call in N of each function in full (0: never).
+    pub sample_every: u32,
+}
+
+/// Cumulative figures of one thread, open interval included.
+#[derive(Clone, Copy, Default)]
+struct ThreadTotals {
+    state_ns: [u64; 4],
+    counts: [u64; 6],
+}
+
+/// Turns the kernel's cumulative maps into windows.
+pub struct Counting {
+    opts: StatOptions,
+    probes: Vec<Probe>,
+    names: HashMap<u32, (u32, String)>,
+    funcs: HashMap<u32, FuncWindow>,
+    syscalls: HashMap<u32, SysWindow>,
+    threads: HashMap<u32, ThreadTotals>,
+    window_start: u64,
+    next_at: Instant,
+    live: bool,
+    pub windows: u64,
+}
+
+impl Counting {
+    pub fn new(
+        opts: StatOptions,
+        probes: &[Probe],
+        threads: &[ThreadInfo],
+        start_ns: u64,
+        quiet: bool,
+    ) -> Counting {
+        Counting {
+            opts,
+            probes: probes.to_vec(),
+            names: threads
+                .iter()
+                .map(|t| (t.tid, (t.tgid, t.name.clone())))
+                .collect(),
+            funcs: HashMap::new(),
+            syscalls: HashMap::new(),
+            threads: HashMap::new(),
+            window_start: start_ns,
+            next_at: Instant::now() + opts.interval,
+            live: !quiet && std::io::stderr().is_terminal(),
+            windows: 0,
+        }
+    }
+
+    /// Writes a window if the interval has passed.
+    pub fn tick<W: Write>(&mut self, kernel: &mut Kernel, w: &mut Writer<W>) -> Result<()> {
+        if Instant::now() >= self.next_at {
+            self.next_at += self.opts.interval;
+            self.window(kernel, w)?;
+        }
+        Ok(())
+    }
+
+    /// Learns thread names from the lifecycle records that still flow in counting mode.
+    pub fn saw(&mut self, tid: u32, tgid: Option<u32>, name: &str) {
+        let e = self.names.entry(tid).or_insert((0, String::new()));
+        if let Some(tgid) = tgid {
+            e.0 = tgid;
+        }
+        e.1 = name.to_string();
+    }
+
+    /// Reads the maps and appends the window since the previous one.
+    pub fn window<W: Write>(&mut self, kernel: &mut Kernel, w: &mut Writer<W>) -> Result<()> {
+        let now = crate::record::monotonic_ns();
+        let dropped = kernel.stat_dropped()?;
+        let Some(maps) = &mut kernel.stat else {
+            return Ok(());
+        };
+        let mut win = StatWindow {
+            start_ns: self.window_start,
+            end_ns: now,
+            dropped,
+            ..Default::default()
+        };
+        for p in &self.probes {
+            let per_cpu = maps.funcs.get(&p.id, 0)?;
+            let mut total = FuncWindow {
+                id: p.id,
+                hist: vec![0; HIST_BUCKETS],
+                ..Default::default()
+            };
+            for s in per_cpu.iter() {
+                total.calls += s.calls;
+                total.errors += s.errors;
+                total.total_ns += s.total_ns;
+                for (t, h) in total.hist.iter_mut().zip(s.hist.iter()) {
+                    *t += h;
+                }
+            }
+            let prev = self.funcs.insert(p.id, total.clone()).unwrap_or_default();
+            let d = FuncWindow {
+                id: p.id,
+                calls: total.calls - prev.calls,
+                errors: total.errors - prev.errors,
+                total_ns: total.total_ns - prev.total_ns,
+                hist: if prev.hist.is_empty() {
+                    total.hist.clone()
+                } else {
+                    total
+                        .hist
+                        .iter()
+                        .zip(&prev.hist)
+                        .map(|(a, b)| a - b)
+                        .collect()
+                },
+            };
+            if d.calls > 0 {
+                win.functions.push(d);
+            }
+        }
+        for nr in 0..MAX_SYSCALLS {
+            let per_cpu = maps.syscalls.get(&nr, 0)?;
+            let mut total = SysWindow {
+                nr,
+                ..Default::default()
+            };
+            for s in per_cpu.iter() {
+                total.calls += s.calls;
+                total.errors += s.errors;
+                total.total_ns += s.total_ns;
+                total.positive_sum += s.positive_sum;
+            }
+            if total.calls == 0 {
+                continue;
+            }
+            let prev = self.syscalls.insert(nr, total.clone()).unwrap_or_default();
+            if total.calls > prev.calls {
+                win.syscalls.push(SysWindow {
+                    nr,
+                    calls: total.calls - prev.calls,
+                    errors: total.errors - prev.errors,
+                    total_ns: total.total_ns - prev.total_ns,
+                    positive_sum: total.positive_sum - prev.positive_sum,
+                });
+            }
+        }
+        let open: HashMap<u32, tracer_abi::ThreadSched> =
+            maps.sched.iter().filter_map(|r| r.ok()).collect();
+        let mut gone = Vec::new();
+        for entry in maps.threads.iter() {
+            let Ok((tid, per_cpu)) = entry else { continue };
+            let mut t = ThreadTotals::default();
+            for s in per_cpu.iter() {
+                for (t, s) in t.state_ns.iter_mut().zip(s.state_ns) {
+                    *t += s;
+                }
+                let c = [
+                    s.voluntary,
+                    s.involuntary,
+                    s.wakeups_sent,
+                    s.wakeups_received,
+                    s.migrations,
+                    s.syscalls,
+                ];
+                for (t, c) in t.counts.iter_mut().zip(c) {
+                    *t += c;
+                }
+            }
+            match open.get(&tid) {
+                // The interval in progress counts up to now.
+                Some(o) => t.state_ns[(o.state & 3) as usize] += now.saturating_sub(o.since),
+                None => gone.push(tid),
+            }
+            let prev = self.threads.insert(tid, t).unwrap_or_default();
+            let d = |i: usize| t.state_ns[i].saturating_sub(prev.state_ns[i]);
+            let c = |i: usize| t.counts[i].saturating_sub(prev.counts[i]);
+            let (tgid, name) = self.names.get(&tid).cloned().unwrap_or_default();
+            win.threads.push(ThreadWindow {
+                tgid,
+                tid,
+                name,
+                running_ns: d(tstate::RUNNING as usize),
+                ready_ns: d(tstate::READY as usize),
+                blocked_ns: d(tstate::BLOCKED as usize),
+                io_ns: d(tstate::IO as usize),
+                voluntary: c(0),
+                involuntary: c(1),
+                wakeups_sent: c(2),
+                wakeups_received: c(3),
+                migrations: c(4),
+                syscalls: c(5),
+            });
+        }
+        // Exited threads (no state entry left) were reported for the last time: free
+        // their slots so days of thread churn keep memory flat.
+        for tid in gone {
+            let _ = maps.threads.remove(&tid);
+            self.threads.remove(&tid);
+            self.names.remove(&tid);
+        }
+        win.threads.sort_by_key(|t| t.tid);
+        win.syscalls.sort_by_key(|s| s.nr);
+        w.meta(ChunkKind::Window, &win)?;
+        w.flush()?;
+        if self.live {
+            self.show(&win);
+        }
+        self.window_start = now;
+        self.windows += 1;
+        Ok(())
+    }
+
+    /// A top-like view of the busiest elements of the last window.
+    fn show(&self, win: &StatWindow) {
+        let secs = (win.end_ns - win.start_ns) as f64 / 1e9;
+        let mut out = String::from("\x1b[H\x1b[2J");
+        out += &format!(
+            "tracer stat: window {} ({secs:.1}s), {} dropped updates\n\n",
+            self.windows + 1,
+            win.dropped
+        );
+        out += &format!(
+            "{:<32} {:>10} {:>8} {:>12} {:>12}\n",
+            "FUNCTION", "CALLS/s", "ERRORS", "MEAN", "TOTAL"
+        );
+        let mut funcs: Vec<&FuncWindow> = win.functions.iter().collect();
+        funcs.sort_by_key(|f| std::cmp::Reverse(f.total_ns));
+        for f in funcs.iter().take(10) {
+            let name = self
+                .probes
+                .iter()
+                .find(|p| p.id == f.id)
+                .map_or("?", |p| p.name.as_str());
+            out += &format!(
+                "{:<32} {:>10.0} {:>8} {:>12} {:>12}\n",
+                truncate(name, 32),
+                f.calls as f64 / secs,
+                f.errors,
+                human_ns(f.total_ns / f.calls.max(1)),
+                human_ns(f.total_ns)
+            );
+        }
+        out += &format!(
+            "\n{:<24} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
+            "THREAD", "RUNNING", "READY", "BLOCKED", "I/O", "SYSCALLS"
+        );
+        let mut threads: Vec<&ThreadWindow> = win.threads.iter().collect();
+        threads.sort_by_key(|t| std::cmp::Reverse(t.running_ns + t.ready_ns));
+        for t in threads.iter().take(10) {
+            out += &format!(
+                "{:<24} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
+                truncate(&format!("{}:{}", t.name, t.tid), 24),
+                human_ns(t.running_ns),
+                human_ns(t.ready_ns),
+                human_ns(t.blocked_ns),
+                human_ns(t.io_ns),
+                t.syscalls
+            );
+        }
+        out += &format!(
+            "\n{:<20} {:>10} {:>8} {:>12} {:>12}\n",
+            "SYSCALL", "CALLS/s", "ERRORS", "MEAN", "TOTAL"
+        );
+        let mut sys: Vec<&SysWindow> = win.syscalls.iter().collect();
+        sys.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+        for s in sys.iter().take(10) {
+            out += &format!(
+                "{:<20} {:>10.0} {:>8} {:>12} {:>12}\n",
+                syscalls::name(s.nr).unwrap_or("?"),
+                s.calls as f64 / secs,
+                s.errors,
+                human_ns(s.total_ns / s.calls.max(1)),
+                human_ns(s.total_ns)
+            );
+        }
+        eprint!("{out}");
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// `1.23 ms`-style durations.
+pub fn human_ns(ns: u64) -> String {
+    let v = ns as f64;
+    if v < 1e3 {
+        format!("{ns} ns")
+    } else if v < 1e6 {
+        format!("{:.1} us", v / 1e3)
+    } else if v < 1e9 {
+        format!("{:.1} ms", v / 1e6)
+    } else {
+        format!("{:.2} s", v / 1e9)
+    }
+}
+
+/// Counting mode's state for a thread seen in /proc at attach.
+pub fn state_of_letter(c: char) -> u32 {
+    match c {
+        'R' => tstate::RUNNING,
+        'D' => tstate::IO,
+        _ => tstate::BLOCKED,
+    }
+}
