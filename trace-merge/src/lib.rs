@@ -28,6 +28,7 @@ mod error;
 pub mod invariants;
 pub mod merge;
 pub mod paraver;
+pub mod summary;
 pub mod sysclass;
 pub mod timeline;
 

@@ -62,12 +62,16 @@ pub fn run() -> Result<()> {
     Ok(())
 }
 
+/// perf and bpftrace are the baselines: installed from Debian when missing.
 fn ensure_perf() -> Result<()> {
-    if Command::new("perf").arg("--version").output().is_ok() {
-        return Ok(());
+    for (cmd, package) in [("perf", "linux-perf"), ("bpftrace", "bpftrace")] {
+        if Command::new(cmd).arg("--version").output().is_ok() {
+            continue;
+        }
+        eprintln!("xtask: installing {package} (a comparison baseline)");
+        status(Command::new("apt-get").args(["install", "-y", "-qq", package]))?;
     }
-    eprintln!("xtask: installing linux-perf (the comparison baseline)");
-    status(Command::new("apt-get").args(["install", "-y", "-qq", "linux-perf"]))
+    Ok(())
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -75,6 +79,27 @@ enum Mode {
     Untraced,
     Tracer,
     Perf,
+    /// `tracer stat`: counting in the kernel.
+    Stat,
+    /// bpftrace counting the same things (`count()`, `hist()`, `sum()`).
+    Bpftrace,
+}
+
+/// What `tracer stat` counts, written for bpftrace: calls and latency histograms of the
+/// two handlers, per-syscall counts and times, per-thread running time.
+fn bpftrace_script(server: &Path, pid: u32) -> String {
+    let s = server.display();
+    format!(
+        r#"
+uprobe:{s}:handle_request,uprobe:{s}:render_response /pid == {pid}/ {{ @fstart[tid, probe] = nsecs; }}
+uretprobe:{s}:handle_request /pid == {pid}/ {{ $t = @fstart[tid, "uprobe:{s}:handle_request"]; if ($t) {{ @calls["handle_request"] = count(); @lat["handle_request"] = hist(nsecs - $t); }} }}
+uretprobe:{s}:render_response /pid == {pid}/ {{ $t = @fstart[tid, "uprobe:{s}:render_response"]; if ($t) {{ @calls["render_response"] = count(); @lat["render_response"] = hist(nsecs - $t); }} }}
+tracepoint:raw_syscalls:sys_enter /pid == {pid}/ {{ @sstart[tid] = nsecs; }}
+tracepoint:raw_syscalls:sys_exit /pid == {pid}/ {{ $t = @sstart[tid]; if ($t) {{ @sys[args->id] = count(); @systime[args->id] = sum(nsecs - $t); delete(@sstart[tid]); }} }}
+tracepoint:sched:sched_switch {{ if (pid == {pid}) {{ $t = @on[args->prev_pid]; if ($t) {{ @run[args->prev_pid] = sum(nsecs - $t); }} }} @on[args->next_pid] = nsecs; }}
+tracepoint:sched:sched_wakeup /pid == {pid}/ {{ @wakeups[args->pid] = count(); }}
+"#
+    )
 }
 
 /// CPU time (user + system) of a whole process, in nanoseconds.
@@ -135,6 +160,8 @@ fn one_server_run(tracer: &Path, dir: &Path, mode: Mode) -> Result<Run> {
     let pid = server.pid();
     let out = dir.join(match mode {
         Mode::Tracer => "server.trace",
+        Mode::Stat => "server.stat",
+        Mode::Bpftrace => "bpftrace.out",
         _ => "perf.data",
     });
     let _ = std::fs::remove_file(&out);
@@ -148,6 +175,29 @@ fn one_server_run(tracer: &Path, dir: &Path, mode: Mode) -> Result<Run> {
                 .stderr(Stdio::piped())
                 .spawn()?;
             wait_until(Duration::from_secs(20), || file_len(&out) > 200);
+            Some(c)
+        }
+        Mode::Stat => {
+            let c = Command::new(tracer)
+                .args(["stat", "--quiet", "-p", &pid.to_string(), "-i", "1s"])
+                .args(["-u", "handle_request", "-u", "render_response", "-o"])
+                .arg(&out)
+                .stderr(Stdio::piped())
+                .spawn()?;
+            wait_until(Duration::from_secs(20), || file_len(&out) > 200);
+            Some(c)
+        }
+        Mode::Bpftrace => {
+            let c = Command::new("bpftrace")
+                .arg("-e")
+                .arg(bpftrace_script(&build_fixture("server"), pid))
+                .stdout(std::fs::File::create(&out)?)
+                .stderr(Stdio::piped())
+                .spawn()?;
+            wait_until(Duration::from_secs(60), || {
+                std::fs::read_to_string(&out).is_ok_and(|t| t.contains("Attaching"))
+            });
+            std::thread::sleep(Duration::from_millis(500));
             Some(c)
         }
         Mode::Perf => {
@@ -194,7 +244,7 @@ fn one_server_run(tracer: &Path, dir: &Path, mode: Mode) -> Result<Run> {
     let events = match mode {
         Mode::Tracer => trailer(&out)?.records.values().sum(),
         Mode::Perf => perf_samples(&out),
-        Mode::Untraced => 0,
+        _ => 0,
     };
     Ok(Run {
         rate: report.requests as f64 / secs,
@@ -245,7 +295,13 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
     }
     let mut runs: Vec<(Mode, Run)> = vec![];
     for _ in 0..ROUNDS {
-        for mode in [Mode::Untraced, Mode::Tracer, Mode::Perf] {
+        for mode in [
+            Mode::Untraced,
+            Mode::Tracer,
+            Mode::Perf,
+            Mode::Stat,
+            Mode::Bpftrace,
+        ] {
             runs.push((mode, one_server_run(tracer, dir, mode)?));
         }
     }
