@@ -115,6 +115,23 @@ enum Command {
         #[arg(short, long)]
         force: bool,
     },
+    /// Counts and times per function, thread, system call, connection or call edge.
+    Summary {
+        /// Trace or stat files (several summarize together).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        view: View,
+    },
+    /// Compare two runs element by element, largest regression first.
+    Diff {
+        /// The baseline trace.
+        a: PathBuf,
+        /// The trace to compare with it.
+        b: PathBuf,
+        #[command(flatten)]
+        view: View,
+    },
     /// List functions that can be probed, like `bpftrace -l`.
     Probes {
         /// List the functions of this process.
@@ -126,6 +143,58 @@ enum Command {
         /// Glob over names; `LIB:GLOB` for a library of the process.
         pattern: Option<String>,
     },
+}
+
+/// How summaries and diffs are shown.
+#[derive(clap::Args)]
+struct View {
+    /// Rows: function, thread, syscall, connection or callgraph.
+    #[arg(long, default_value = "function")]
+    by: String,
+    /// table, json or csv.
+    #[arg(long, default_value = "table")]
+    format: String,
+    /// Sort key (e.g. total, calls, mean, p99, errors, running, ready); default: total time.
+    #[arg(long)]
+    sort: Option<String>,
+    /// Show only the first N rows.
+    #[arg(long)]
+    top: Option<usize>,
+    /// Per-window figures (CSV), e.g. 1s.
+    #[arg(long, value_parser = parse_duration)]
+    window: Option<Duration>,
+    /// When a function call counts as an error: negative, nonzero or none.
+    #[arg(long, default_value = "negative")]
+    error_if: String,
+}
+
+impl View {
+    fn options(&self) -> Result<trace_merge::summary::SummaryOptions> {
+        use trace_merge::summary::{SummaryOptions, Thresholds};
+        let thresholds = Thresholds {
+            error_if: self.error_if.parse()?,
+            ..Thresholds::default()
+        };
+        Ok(SummaryOptions {
+            by: self.by.parse()?,
+            format: self.format.parse()?,
+            sort: self.sort.clone(),
+            top: self.top,
+            window_ns: self.window.map(|w| w.as_nanos() as u64),
+            thresholds,
+        })
+    }
+}
+
+/// Summarizes trace files, with windows when asked.
+fn summarize(
+    files: &[PathBuf],
+    opts: &trace_merge::summary::SummaryOptions,
+) -> Result<trace_merge::summary::Summary> {
+    Ok(match opts.window_ns {
+        Some(w) => trace_merge::summary::summarize_windows(files, w)?,
+        None => trace_merge::summary::summarize(files)?,
+    })
 }
 
 /// Parses `10s`, `250ms`, `2m`, `1h`, `3us`, or a bare number of seconds.
@@ -247,6 +316,21 @@ fn run(cli: Cli) -> Result<()> {
             let stem = output.unwrap_or_else(|| files[0].with_extension(""));
             let report = trace_merge::convert_paraver(&files, &stem, force)?;
             eprintln!("{report}");
+            Ok(())
+        }
+        Command::Summary { files, view } => {
+            let opts = view.options()?;
+            let summary = summarize(&files, &opts)?;
+            let mut out = std::io::stdout().lock();
+            trace_merge::summary::render(&summary, &opts, &mut out)?;
+            Ok(())
+        }
+        Command::Diff { a, b, view } => {
+            let opts = view.options()?;
+            let sa = summarize(std::slice::from_ref(&a), &opts)?;
+            let sb = summarize(std::slice::from_ref(&b), &opts)?;
+            let mut out = std::io::stdout().lock();
+            trace_merge::summary::diff(&sa, &sb, &opts, &mut out)?;
             Ok(())
         }
         Command::Probes { pid, path, pattern } => probes::list(pid, path, pattern.as_deref()),

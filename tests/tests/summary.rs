@@ -1,0 +1,110 @@
+//! `tracer summary` on real recordings of the fixture server: where a handler's time went
+//! (running, blocked) and how many requests, bytes and connections, against the fixture's
+//! own knowledge. Needs root.
+
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use trace_merge::summary::summarize;
+use tracer_tests::*;
+
+fn record_under_load(opts: &ServerOptions, out: &Path) -> Stats {
+    let server = Server::start(opts).unwrap();
+    let rec = Command::new(tracer_bin())
+        .args([
+            "record",
+            "--quiet",
+            "--pid",
+            &server.pid().to_string(),
+            "-o",
+        ])
+        .arg(out)
+        .args(["-u", "handle_request", "-u", "render_response"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::fs::metadata(out).is_ok_and(|m| m.len() > 200)
+    }));
+    let report = load(server.port(), 4, 25, 1000, 2, Duration::from_secs(20));
+    assert_eq!(report.errors, 0);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    assert!(rec.wait_with_output().unwrap().status.success());
+    server.stop().unwrap()
+}
+
+#[test]
+fn a_sleeping_handler_is_blocked_and_a_spinning_one_is_running() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+
+    let sleepy = dir.path().join("sleep.trace");
+    let stats = record_under_load(
+        &ServerOptions {
+            workers: 2,
+            sleep_us: 5000,
+            ..Default::default()
+        },
+        &sleepy,
+    );
+    let s = summarize(&[sleepy.clone()]).unwrap();
+    let h = s.function("handle_request").unwrap();
+    assert_eq!(h.calls, stats.handle_request);
+    assert_eq!(h.errors, 0);
+    let per_call_blocked = h.blocked_ns / h.calls;
+    assert!(
+        (5_000_000..6_500_000).contains(&per_call_blocked),
+        "blocked {per_call_blocked} ns per call for a 5 ms sleep"
+    );
+    assert!(h.blocked_ns > 5 * h.running_ns);
+    // Every call's time is split into states exactly.
+    let split = h.running_ns + h.ready_ns + h.blocked_ns + h.io_ns;
+    assert!(
+        split.abs_diff(h.inclusive_ns) <= h.calls,
+        "{split} vs {}",
+        h.inclusive_ns
+    );
+    // Self plus the probed callee is the inclusive time.
+    let r = s.function("render_response").unwrap();
+    assert_eq!(h.self_ns + r.inclusive_ns, h.inclusive_ns);
+    let edge = s.call_edge("handle_request", "render_response").unwrap();
+    assert_eq!(edge.calls, stats.render_response);
+    // Requests, bytes and connections as the fixture counted them.
+    let c = s.connections();
+    assert_eq!(c.accepted, stats.connections);
+    assert_eq!(c.bytes_written, stats.bytes);
+
+    let busy = dir.path().join("spin.trace");
+    record_under_load(
+        &ServerOptions {
+            workers: 2,
+            spin_us: 2000,
+            ..Default::default()
+        },
+        &busy,
+    );
+    let b = summarize(&[busy.clone()]).unwrap();
+    let h = b.function("handle_request").unwrap();
+    assert!(
+        h.running_ns / h.calls >= 2_000_000,
+        "running {} ns per call for a 2 ms spin",
+        h.running_ns / h.calls
+    );
+    assert!(h.running_ns > 5 * h.blocked_ns);
+
+    // diff: against the 2 ms run, the 5 ms one is a regression of handle_request.
+    let out = Command::new(tracer_bin())
+        .args(["diff", "--format", "csv"])
+        .arg(&busy)
+        .arg(&sleepy)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first_row = text.lines().nth(1).unwrap_or("");
+    assert!(first_row.contains("handle_request"), "{text}");
+}
