@@ -51,7 +51,7 @@ fn a_sleeping_handler_is_blocked_and_a_spinning_one_is_running() {
         },
         &sleepy,
     );
-    let s = summarize(&[sleepy.clone()]).unwrap();
+    let s = summarize(std::slice::from_ref(&sleepy)).unwrap();
     let h = s.function("handle_request").unwrap();
     assert_eq!(h.calls, stats.handle_request);
     assert_eq!(h.errors, 0);
@@ -87,7 +87,7 @@ fn a_sleeping_handler_is_blocked_and_a_spinning_one_is_running() {
         },
         &busy,
     );
-    let b = summarize(&[busy.clone()]).unwrap();
+    let b = summarize(std::slice::from_ref(&busy)).unwrap();
     let h = b.function("handle_request").unwrap();
     assert!(
         h.running_ns / h.calls >= 2_000_000,
