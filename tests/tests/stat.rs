@@ -164,6 +164,21 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
         .map(|s| s.calls - s.errors)
         .sum();
     assert_eq!(accepts, stats.connections);
+
+    // `tracer summary` reads stat files with the same figures.
+    let s = trace_merge::summary::summarize(std::slice::from_ref(&out)).unwrap();
+    assert_eq!(
+        s.function("handle_request").unwrap().calls,
+        stats.handle_request
+    );
+    assert_eq!(s.syscall("accept4").unwrap().calls, stats.connections);
+    let workers_running: u64 = s
+        .threads()
+        .iter()
+        .filter(|t| t.name.starts_with("worker"))
+        .map(|t| t.running_ns)
+        .sum();
+    assert!(workers_running > 3 * 50 * 1_500_000 * 2 / 3);
 }
 
 #[test]

@@ -85,6 +85,22 @@ impl Histogram {
         self.sum += v as u128;
     }
 
+    /// Counts `n` values equal to `v` (for distributions that arrive already bucketed).
+    pub fn record_n(&mut self, v: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let i = index(v);
+        self.grow_to(i);
+        self.counts[(i - self.lo) as usize] += n;
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        self.max = self.max.max(v);
+        self.count += n;
+        self.sum += v as u128 * n as u128;
+    }
+
     /// Makes bucket `i` part of the stored range.
     #[cold]
     fn grow_to(&mut self, i: u32) {

@@ -30,6 +30,7 @@ mod diff;
 mod errno;
 mod hist;
 mod render;
+mod stat;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -243,6 +244,19 @@ pub fn summarize_windows(inputs: &[PathBuf], window_ns: u64) -> Result<Summary, 
 
 /// Summarizes traces: one streaming pass over their merged timeline.
 pub fn summarize_with(inputs: &[PathBuf], opts: &SummarizeOptions) -> Result<Summary, Error> {
+    // Counting-mode files (`tracer stat`) were aggregated by the kernel already.
+    let stat = inputs
+        .iter()
+        .map(stat::is_stat_file)
+        .collect::<Result<Vec<bool>, Error>>()?;
+    if stat.iter().any(|&s| s) {
+        if !stat.iter().all(|&s| s) {
+            return Err(Error::Option(
+                "cannot summarize trace files and stat files together".into(),
+            ));
+        }
+        return stat::summarize_stat(inputs);
+    }
     let merger = crate::merge::Merger::open(inputs, opts.merge.clone())?;
     let timeline = crate::timeline::Timeline::new(merger);
     acc::run(timeline, opts)
