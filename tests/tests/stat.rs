@@ -238,3 +238,61 @@ fn a_stat_killed_with_sigkill_reads_back() {
         .unwrap();
     assert!(dump.status.success());
 }
+
+/// Runs the same workload under `tracer record` or `tracer stat --sample 10` and returns
+/// handle_request's share of time running and blocked.
+fn handler_split(stat: bool, dir: &Path) -> (f64, f64, f64) {
+    let server = Server::start(&ServerOptions {
+        workers: 4,
+        spin_us: 1000,
+        sleep_us: 2000,
+        ..Default::default()
+    })
+    .unwrap();
+    let out = dir.join(if stat { "s.stat" } else { "r.trace" });
+    let mut cmd = Command::new(tracer_bin());
+    if stat {
+        cmd.args(["stat", "--sample", "10", "-i", "1s"]);
+    } else {
+        cmd.arg("record");
+    }
+    let child = cmd
+        .args([
+            "--quiet",
+            "-p",
+            &server.pid().to_string(),
+            "-u",
+            "handle_request",
+            "-o",
+        ])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::fs::metadata(&out).is_ok_and(|m| m.len() > 200)
+    }));
+    load(server.port(), 8, 50, 512, 2, Duration::from_secs(20));
+    stop(child);
+    server.stop().unwrap();
+    let s = trace_merge::summary::summarize(std::slice::from_ref(&out)).unwrap();
+    let h = s.function("handle_request").unwrap();
+    let total = h.inclusive_ns as f64;
+    (
+        h.running_ns as f64 / total,
+        h.blocked_ns as f64 / total,
+        h.ready_ns as f64 / total,
+    )
+}
+
+#[test]
+fn a_sampled_state_split_agrees_with_a_full_trace() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (run_full, blocked_full, ready_full) = handler_split(false, dir.path());
+    let (run_est, blocked_est, ready_est) = handler_split(true, dir.path());
+    assert!(
+        (run_full - run_est).abs() < 0.05 && (blocked_full - blocked_est).abs() < 0.05,
+        "full trace: running {run_full:.3} blocked {blocked_full:.3} ready {ready_full:.3}; sampled estimate: running {run_est:.3} blocked {blocked_est:.3} ready {ready_est:.3}"
+    );
+}

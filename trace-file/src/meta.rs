@@ -19,6 +19,9 @@ pub struct TraceHeader {
     pub start_ns: u64,
     /// The recorder's own command line.
     pub command_line: Vec<String>,
+    /// "record" (every event) or "stat" (counting mode: Window chunks).
+    #[serde(default)]
+    pub mode: String,
 }
 
 /// A traced process.

@@ -125,6 +125,7 @@ fn synthesize(path: &Path, n: u64) -> std::io::Result<()> {
         monotonic_to_realtime_ns: 1_700_000_000_000_000_000 - START as i64,
         start_ns: START,
         command_line: vec![],
+        mode: "record".into(),
     };
     w.meta(ChunkKind::Header, &header)
         .map_err(std::io::Error::other)?;

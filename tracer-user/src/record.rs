@@ -231,6 +231,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         monotonic_to_realtime_ns: monotonic_to_realtime(),
         start_ns,
         command_line: std::env::args().collect(),
+        mode: if opts.stat.is_some() {
+            "stat"
+        } else {
+            "record"
+        }
+        .into(),
     };
     let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file))?;
     w.meta(ChunkKind::Header, &header)?;

@@ -24,18 +24,17 @@ struct StatFile {
     truncated: bool,
 }
 
-/// True when `path` is a counting-mode file (it holds windows).
+/// True when `path` was written by `tracer stat` (its header says so).
 pub fn is_stat_file(path: &PathBuf) -> Result<bool, Error> {
     let file = File::open(path).map_err(|e| trace_err(path, e.into()))?;
     let mut r = Reader::new(BufReader::new(file)).map_err(|e| trace_err(path, e))?;
-    while let Some(c) = r.next_chunk().map_err(|e| trace_err(path, e))? {
-        match c.kind {
-            ChunkKind::Window => return Ok(true),
-            ChunkKind::Events => return Ok(false),
-            _ => {}
+    match r.next_chunk().map_err(|e| trace_err(path, e))? {
+        Some(c) if c.kind == ChunkKind::Header => {
+            let h: TraceHeader = c.meta().map_err(|e| trace_err(path, e))?;
+            Ok(h.mode == "stat")
         }
+        _ => Ok(false),
     }
-    Ok(false)
 }
 
 fn trace_err(path: &std::path::Path, e: trace_file::Error) -> Error {
@@ -111,13 +110,14 @@ pub fn summarize_stat(inputs: &[PathBuf]) -> Result<Summary, Error> {
         }
     }
     summary.total = total.section(None);
+    estimate_from_samples(inputs, &mut summary)?;
     summary.window_ns = files
         .iter()
         .flat_map(|f| f.windows.first())
         .map(|w| w.end_ns - w.start_ns)
         .next();
     summary.notes.push(
-        "counting mode: function times are inclusive only, without their state split; no connections"
+        "counting mode: self time equals inclusive time; state split inside functions only from samples (--sample N); no connections"
             .into(),
     );
     Ok(summary)
@@ -268,4 +268,34 @@ fn finish_hist(h: &Histogram, s: &mut FunctionStats) {
     s.p90_ns = h.quantile(0.90);
     s.p99_ns = h.quantile(0.99);
     s.max_ns = h.max();
+}
+
+/// With `tracer stat --sample N`, one call in N per function was recorded in full. Their
+/// state split (running / ready / blocked / I/O) per call, scaled by the exact call count
+/// and time of the counters, estimates the split of all calls; such figures are flagged
+/// `estimated` and a note gives the sample sizes.
+fn estimate_from_samples(inputs: &[PathBuf], summary: &mut Summary) -> Result<(), Error> {
+    let merger = crate::merge::Merger::open(inputs, crate::merge::MergeOptions::default())?;
+    let timeline = crate::timeline::Timeline::new(merger);
+    let sampled = super::acc::run(timeline, &super::SummarizeOptions::default())?;
+    for f in summary.total.functions.iter_mut() {
+        let Some(s) = sampled.function(&f.name) else {
+            continue;
+        };
+        let split = s.running_ns + s.ready_ns + s.blocked_ns + s.io_ns;
+        if s.calls == 0 || split == 0 {
+            continue;
+        }
+        let scale = |part: u64| (part as u128 * f.inclusive_ns as u128 / split as u128) as u64;
+        f.running_ns = scale(s.running_ns);
+        f.ready_ns = scale(s.ready_ns);
+        f.blocked_ns = scale(s.blocked_ns);
+        f.io_ns = scale(s.io_ns);
+        f.flags.push("estimated");
+        summary.notes.push(format!(
+            "{}: state split estimated from {} sampled calls of {}",
+            f.name, s.calls, f.calls
+        ));
+    }
+    Ok(())
 }

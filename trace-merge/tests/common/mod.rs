@@ -42,6 +42,7 @@ impl TraceBuilder {
                 monotonic_to_realtime_ns: M2R,
                 start_ns: START,
                 command_line: vec!["tracer".into(), "record".into()],
+                mode: "record".into(),
             },
             processes: vec![],
             threads: vec![],
