@@ -882,3 +882,65 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Runs `tracer SUBCOMMAND --quiet --pid PID -o OUT EXTRA...` and returns once it has
+/// attached (its file holds the header and thread table).
+pub fn start_tracer(subcommand: &str, pid: u32, out: &Path, extra: &[&str]) -> Child {
+    let child = Command::new(tracer_bin())
+        .args([subcommand, "--quiet", "--pid", &pid.to_string(), "-o"])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run the tracer");
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::metadata(out)
+            .is_ok_and(|m| m.len() > 200)),
+        "tracer {subcommand} did not start"
+    );
+    child
+}
+
+/// Stops a tracer as Ctrl-C would; panics with its stderr if it failed.
+pub fn stop_tracer(child: Child) -> std::process::Output {
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("tracer vanished");
+    assert!(
+        out.status.success(),
+        "tracer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Time the hypervisor took from this machine's CPUs (all of them), from /proc/stat.
+///
+/// The kernel's per-thread run time (schedstat) leaves stolen time out, while a tracer's
+/// timestamps are wall clock: a thread descheduled by the hypervisor while on a CPU is
+/// "running" for the tracer. Comparisons with schedstat allow for what was stolen meanwhile.
+pub fn steal_ns() -> u64 {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: u64 = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000_000 / hz
+}
+
+/// Asserts a traced running time against schedstat's: within `tolerance` (a fraction),
+/// plus whatever the hypervisor stole while it was measured (see [`steal_ns`]).
+pub fn assert_running_time(what: &str, traced: u64, truth: u64, tolerance: f64, stolen: u64) {
+    let slack = (truth as f64 * tolerance) as u64;
+    let ok = traced + slack >= truth && traced <= truth + slack + stolen;
+    assert!(
+        ok,
+        "{what}: traced {traced} ns, schedstat {truth} ns ({:+.2}%), {stolen} ns stolen meanwhile",
+        (traced as f64 - truth as f64) * 100.0 / truth as f64
+    );
+}

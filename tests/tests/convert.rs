@@ -2,12 +2,7 @@
 //! every rule of Paraver's reader, thread states tile the trace, and the Running time of
 //! each worker agrees with the kernel's schedstat. Needs root.
 
-use std::{
-    collections::HashMap,
-    path::Path,
-    process::{Command, Stdio},
-    time::Duration,
-};
+use std::{collections::HashMap, process::Command, time::Duration};
 
 use trace_merge::{
     invariants::check_timeline,
@@ -16,31 +11,6 @@ use trace_merge::{
     timeline::{Item, ThreadState, Timeline},
 };
 use tracer_tests::*;
-
-fn record(pid: u32, out: &Path, extra: &[&str]) -> std::process::Child {
-    let child = Command::new(tracer_bin())
-        .args(["record", "--quiet", "--pid", &pid.to_string(), "-o"])
-        .arg(out)
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(20), || {
-        std::fs::metadata(out).is_ok_and(|m| m.len() > 200)
-    }));
-    child
-}
-
-fn stop(child: std::process::Child) {
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() {
@@ -53,13 +23,15 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
     })
     .unwrap();
     let pid = server.pid();
+    let steal_before = steal_ns();
     let before: HashMap<u32, u64> = threads(pid)
         .iter()
         .map(|&(t, _)| (t, schedstat(pid, t).unwrap().run_ns))
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.trace");
-    let rec = record(
+    let rec = start_tracer(
+        "record",
         pid,
         &trace,
         &["-u", "handle_request", "-u", "render_response"],
@@ -71,8 +43,9 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
         .iter()
         .map(|&(t, _)| (t, schedstat(pid, t).unwrap().run_ns))
         .collect();
+    let stolen = steal_ns() - steal_before;
     let names = threads(pid);
-    stop(rec);
+    stop_tracer(rec);
     let stats = server.stop().unwrap();
 
     let stem = dir.path().join("out");
@@ -121,11 +94,7 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
         }
         let truth = after[&tid] - before[&tid];
         let ours = running.get(&tid).copied().unwrap_or(0);
-        let err = (ours as f64 - truth as f64).abs() / truth as f64;
-        assert!(
-            err < 0.02,
-            "{name}: Running {ours} ns vs schedstat {truth} ns"
-        );
+        assert_running_time(&name, ours, truth, 0.02, stolen);
         checked += 1;
     }
     assert_eq!(checked, 3);

@@ -5,7 +5,7 @@
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     path::Path,
-    process::{Child, Command, Output, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
 
@@ -18,36 +18,6 @@ fn tracer() -> Command {
 
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
-}
-
-/// Starts `tracer record` on `pid` and returns once it has attached (the header is out).
-fn start_record(pid: u32, out: &Path, extra: &[&str]) -> Child {
-    let child = tracer()
-        .args(["record", "--quiet", "--pid", &pid.to_string(), "-o"])
-        .arg(out)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || std::fs::metadata(out)
-            .is_ok_and(|m| m.len() > 200)),
-        "tracer record did not start"
-    );
-    child
-}
-
-fn stop_record(child: Child) -> Output {
-    // SAFETY: signalling a child we spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "tracer record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// Everything in a trace file, records sorted by time.
@@ -96,14 +66,15 @@ fn uprobe_counts_equal_the_servers_own_and_nothing_is_lost() {
     let server = Server::start(&ServerOptions::default()).unwrap();
     let dir = tmp();
     let out = dir.path().join("t.trace");
-    let rec = start_record(
+    let rec = start_tracer(
+        "record",
         server.pid(),
         &out,
         &["-u", "handle_request", "-u", "render_response"],
     );
     let report = load(server.port(), 8, 100, 2048, 4, Duration::from_secs(10));
     let stats = server.stats().unwrap();
-    stop_record(rec);
+    stop_tracer(rec);
     let stats_after = server.stop().unwrap();
     assert_eq!(report.errors, 0);
     assert_eq!(report.requests, 800);
@@ -179,13 +150,14 @@ fn running_time_agrees_with_schedstat() {
     })
     .unwrap();
     let pid = server.pid();
+    let steal_before = steal_ns();
     let before: HashMap<u32, u64> = threads(pid)
         .iter()
         .map(|&(tid, _)| (tid, schedstat(pid, tid).unwrap().run_ns))
         .collect();
     let dir = tmp();
     let out = dir.path().join("t.trace");
-    let rec = start_record(pid, &out, &[]);
+    let rec = start_tracer("record", pid, &out, &[]);
     let report = load(server.port(), 6, 60, 512, 3, Duration::from_secs(10));
     assert_eq!(report.errors, 0);
     // The server is idle again: its threads sleep, their clocks stand still.
@@ -194,7 +166,8 @@ fn running_time_agrees_with_schedstat() {
         .iter()
         .map(|&(tid, _)| (tid, schedstat(pid, tid).unwrap().run_ns))
         .collect();
-    stop_record(rec);
+    let stolen = steal_ns() - steal_before;
+    stop_tracer(rec);
     let t = read_trace(&out);
     assert_eq!(t.lost, 0, "events were lost");
     let traced = running_time(&t);
@@ -206,12 +179,7 @@ fn running_time_agrees_with_schedstat() {
         let truth = after[&name_tid] - before[&name_tid];
         let ours = traced.get(&name_tid).copied().unwrap_or(0);
         assert!(truth > 50_000_000, "{name}: only {truth} ns of work");
-        let err = (ours as f64 - truth as f64).abs() / truth as f64;
-        assert!(
-            err < 0.02,
-            "{name} ({name_tid}): traced {ours} ns, schedstat {truth} ns ({:.2}% off)",
-            err * 100.0
-        );
+        assert_running_time(&name, ours, truth, 0.02, stolen);
         checked += 1;
     }
     assert_eq!(checked, 3);
@@ -225,7 +193,7 @@ fn a_known_syscall_sequence_is_recorded_exactly() {
     let pid = fx.pid();
     let dir = tmp();
     let out = dir.path().join("t.trace");
-    let rec = start_record(pid, &out, &[]);
+    let rec = start_tracer("record", pid, &out, &[]);
     fx.go().unwrap();
     fx.wait(Duration::from_secs(10)).unwrap();
     // The recorder stops by itself when the process is gone.
@@ -301,12 +269,12 @@ fn threads_started_after_attach_appear_with_their_names() {
     .unwrap();
     let dir = tmp();
     let out = dir.path().join("t.trace");
-    let rec = start_record(server.pid(), &out, &[]);
+    let rec = start_tracer("record", server.pid(), &out, &[]);
     let late = server
         .wait_late_threads(3, Duration::from_secs(10))
         .unwrap();
     std::thread::sleep(Duration::from_millis(400));
-    stop_record(rec);
+    stop_tracer(rec);
     server.stop().unwrap();
     let t = read_trace(&out);
     for (tid, name) in late {
@@ -353,7 +321,7 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_file() {
     let server = Server::start(&ServerOptions::default()).unwrap();
     let dir = tmp();
     let out = dir.path().join("t.trace");
-    let rec = start_record(server.pid(), &out, &["-u", "handle_request"]);
+    let rec = start_tracer("record", server.pid(), &out, &["-u", "handle_request"]);
     let port = server.port();
     let loader = std::thread::spawn(move || load(port, 4, 100_000, 512, 4, Duration::from_secs(3)));
     std::thread::sleep(Duration::from_millis(1500));
@@ -497,9 +465,9 @@ fn corrupt_and_truncated_traces() {
     let server = Server::start(&ServerOptions::default()).unwrap();
     let dir = tmp();
     let out = dir.path().join("t.trace");
-    let rec = start_record(server.pid(), &out, &[]);
+    let rec = start_tracer("record", server.pid(), &out, &[]);
     load(server.port(), 2, 50, 100, 2, Duration::from_secs(5));
-    stop_record(rec);
+    stop_tracer(rec);
     server.stop().unwrap();
     let bytes = std::fs::read(&out).unwrap();
 
@@ -528,7 +496,7 @@ fn a_process_exiting_mid_recording_keeps_what_was_recorded() {
     .unwrap();
     let dir = tmp();
     let out = dir.path().join("t.trace");
-    let rec = start_record(server.pid(), &out, &["-u", "handle_request"]);
+    let rec = start_tracer("record", server.pid(), &out, &["-u", "handle_request"]);
     load(server.port(), 1, 30, 100, 1, Duration::from_secs(5));
     let stats = server.wait_exit(Duration::from_secs(5)).unwrap();
     let output = rec.wait_with_output().unwrap();

@@ -4,44 +4,17 @@
 use std::{
     collections::HashMap,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     time::Duration,
 };
 
 use trace_file::{ChunkKind, Event, EventChunkDecoder, Reader, StatWindow, TraceHeader, Trailer};
 use tracer_tests::*;
 
-fn start_stat(pid: u32, out: &Path, extra: &[&str]) -> Child {
-    let child = Command::new(tracer_bin())
-        .args([
-            "stat",
-            "--quiet",
-            "--pid",
-            &pid.to_string(),
-            "-i",
-            "300ms",
-            "-o",
-        ])
-        .arg(out)
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(20), || {
-        std::fs::metadata(out).is_ok_and(|m| m.len() > 200)
-    }));
-    child
-}
-
-fn stop(child: Child) {
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn start_stat_with(pid: u32, out: &Path, extra: &[&str]) -> Child {
+    let mut args = vec!["-i", "300ms"];
+    args.extend_from_slice(extra);
+    start_tracer("stat", pid, out, &args)
 }
 
 struct StatFile {
@@ -102,10 +75,11 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
     let pid = server.pid();
     let names = threads(pid);
     let run = |tid| schedstat(pid, tid).unwrap().run_ns;
+    let steal_before = steal_ns();
     let before: HashMap<u32, u64> = names.iter().map(|&(t, _)| (t, run(t))).collect();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.stat");
-    let st = start_stat(
+    let st = start_stat_with(
         pid,
         &out,
         &["-u", "handle_request", "-u", "render_response"],
@@ -115,7 +89,8 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
     // Idle windows too: the server's threads sleep, their clocks stand still.
     std::thread::sleep(Duration::from_millis(1000));
     let after: HashMap<u32, u64> = names.iter().map(|&(t, _)| (t, run(t))).collect();
-    stop(st);
+    let stolen = steal_ns() - steal_before;
+    stop_tracer(st);
     let stats = server.stop().unwrap();
     let f = read(&out);
 
@@ -146,12 +121,7 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
             .filter(|t| t.tid == *tid)
             .map(|t| t.running_ns)
             .sum();
-        let err = (ours as f64 - truth as f64).abs() / truth as f64;
-        assert!(
-            err < 0.01,
-            "{name}: running {ours} ns vs schedstat {truth} ns ({:.2}%)",
-            err * 100.0
-        );
+        assert_running_time(name, ours, truth, 0.01, stolen);
         checked += 1;
     }
     assert_eq!(checked, 3);
@@ -187,13 +157,13 @@ fn sampling_records_one_call_in_n_in_full() {
     let server = Server::start(&ServerOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.stat");
-    let st = start_stat(
+    let st = start_stat_with(
         server.pid(),
         &out,
         &["-u", "handle_request", "--sample", "10"],
     );
     load(server.port(), 4, 100, 512, 4, Duration::from_secs(10));
-    stop(st);
+    stop_tracer(st);
     let stats = server.stop().unwrap();
     let f = read(&out);
     assert_eq!(calls(&f, 1), stats.handle_request);
@@ -220,7 +190,7 @@ fn a_stat_killed_with_sigkill_reads_back() {
     let server = Server::start(&ServerOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.stat");
-    let st = start_stat(server.pid(), &out, &["-u", "handle_request"]);
+    let st = start_stat_with(server.pid(), &out, &["-u", "handle_request"]);
     load(server.port(), 2, 50, 512, 2, Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(700));
     // SAFETY: killing our own child.
@@ -250,30 +220,20 @@ fn handler_split(stat: bool, dir: &Path) -> (f64, f64, f64) {
     })
     .unwrap();
     let out = dir.join(if stat { "s.stat" } else { "r.trace" });
-    let mut cmd = Command::new(tracer_bin());
-    if stat {
-        cmd.args(["stat", "--sample", "10", "-i", "1s"]);
+    let pid = server.pid();
+    let uprobe = ["-u", "handle_request"];
+    let child = if stat {
+        start_tracer(
+            "stat",
+            pid,
+            &out,
+            &[&uprobe[..], &["--sample", "10", "-i", "1s"]].concat(),
+        )
     } else {
-        cmd.arg("record");
-    }
-    let child = cmd
-        .args([
-            "--quiet",
-            "-p",
-            &server.pid().to_string(),
-            "-u",
-            "handle_request",
-            "-o",
-        ])
-        .arg(&out)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(20), || {
-        std::fs::metadata(&out).is_ok_and(|m| m.len() > 200)
-    }));
+        start_tracer("record", pid, &out, &uprobe)
+    };
     load(server.port(), 8, 50, 512, 2, Duration::from_secs(20));
-    stop(child);
+    stop_tracer(child);
     server.stop().unwrap();
     let s = trace_merge::summary::summarize(std::slice::from_ref(&out)).unwrap();
     let h = s.function("handle_request").unwrap();

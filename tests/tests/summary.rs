@@ -2,38 +2,22 @@
 //! (running, blocked) and how many requests, bytes and connections, against the fixture's
 //! own knowledge. Needs root.
 
-use std::{
-    path::Path,
-    process::{Command, Stdio},
-    time::Duration,
-};
+use std::{path::Path, process::Command, time::Duration};
 
 use trace_merge::summary::summarize;
 use tracer_tests::*;
 
 fn record_under_load(opts: &ServerOptions, out: &Path) -> Stats {
     let server = Server::start(opts).unwrap();
-    let rec = Command::new(tracer_bin())
-        .args([
-            "record",
-            "--quiet",
-            "--pid",
-            &server.pid().to_string(),
-            "-o",
-        ])
-        .arg(out)
-        .args(["-u", "handle_request", "-u", "render_response"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(20), || {
-        std::fs::metadata(out).is_ok_and(|m| m.len() > 200)
-    }));
+    let rec = start_tracer(
+        "record",
+        server.pid(),
+        out,
+        &["-u", "handle_request", "-u", "render_response"],
+    );
     let report = load(server.port(), 4, 25, 1000, 2, Duration::from_secs(20));
     assert_eq!(report.errors, 0);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
-    assert!(rec.wait_with_output().unwrap().status.success());
+    stop_tracer(rec);
     server.stop().unwrap()
 }
 

@@ -276,7 +276,7 @@ pub struct TimelineStats {
 /// Fast hash for small integer keys (tids, fds): the default SipHash costs more than the
 /// rest of the per-record work.
 #[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -295,9 +295,9 @@ impl Hasher for IdHasher {
     }
 }
 
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
-fn key(a: u32, b: u32) -> u64 {
+pub(crate) fn key(a: u32, b: u32) -> u64 {
     (a as u64) << 32 | b as u64
 }
 

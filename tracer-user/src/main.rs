@@ -30,70 +30,32 @@ struct Cli {
 enum Command {
     /// Record a trace of running processes (--pid) or of a command (after --).
     Record {
-        /// Process to trace (repeatable).
-        #[arg(short, long = "pid", value_name = "PID")]
-        pids: Vec<u32>,
-        /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
-        #[arg(short, long = "uprobe", value_name = "SPEC")]
-        uprobes: Vec<String>,
-        /// Probe every function a non-glob spec matches instead of refusing ambiguity.
-        #[arg(long)]
-        all_matches: bool,
-        /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or exit.
-        #[arg(short, long, value_parser = parse_duration)]
-        duration: Option<Duration>,
-        /// Trace file to write.
-        #[arg(short, long, default_value = "tracer.trace")]
-        output: PathBuf,
-        /// Overwrite the output file if it exists.
+        #[command(flatten)]
+        target: Target,
+        /// Trace file to write [default: tracer.trace].
         #[arg(short, long)]
-        force: bool,
-        /// No status line and no summary.
-        #[arg(short, long)]
-        quiet: bool,
+        output: Option<PathBuf>,
         /// Also convert the trace to Paraver (NAME.prv/.pcf/.row) when recording ends.
         #[arg(long, value_name = "NAME")]
         paraver: Option<PathBuf>,
         /// Attach uprobes that record nothing (for benchmarks: the kernel's own cost).
         #[arg(long, hide = true)]
         empty_probes: bool,
-        /// Command to launch and trace from its first instruction.
-        #[arg(last = true, value_name = "CMD")]
-        command: Vec<String>,
     },
     /// Count in the kernel (always-on mode): per function, thread and system call, written
     /// as one window per interval. Near-zero cost: no record crosses to user space.
     Stat {
-        /// Process to watch (repeatable).
-        #[arg(short, long = "pid", value_name = "PID")]
-        pids: Vec<u32>,
-        /// Function to count: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
-        #[arg(short, long = "uprobe", value_name = "SPEC")]
-        uprobes: Vec<String>,
-        /// Count every function a non-glob spec matches instead of refusing ambiguity.
-        #[arg(long)]
-        all_matches: bool,
+        #[command(flatten)]
+        target: Target,
+        /// File to write [default: tracer.stat].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
         /// Length of a window.
         #[arg(short, long, default_value = "10s", value_parser = parse_duration)]
         interval: Duration,
-        /// Stop after this long; default: until Ctrl-C or exit.
-        #[arg(short, long, value_parser = parse_duration)]
-        duration: Option<Duration>,
         /// Also record 1 call in N of each function in full detail.
         #[arg(long, value_name = "N", default_value_t = 0)]
         sample: u32,
-        /// File to write.
-        #[arg(short, long, default_value = "tracer.stat")]
-        output: PathBuf,
-        /// Overwrite the output file if it exists.
-        #[arg(short, long)]
-        force: bool,
-        /// No live table and no summary.
-        #[arg(short, long)]
-        quiet: bool,
-        /// Command to launch and watch from its first instruction.
-        #[arg(last = true, value_name = "CMD")]
-        command: Vec<String>,
     },
     /// Print a trace file's records as text, one per line.
     Dump {
@@ -143,6 +105,66 @@ enum Command {
         /// Glob over names; `LIB:GLOB` for a library of the process.
         pattern: Option<String>,
     },
+}
+
+/// What `record` and `stat` attach to, and when they stop.
+#[derive(clap::Args)]
+struct Target {
+    /// Process to trace (repeatable).
+    #[arg(short, long = "pid", value_name = "PID")]
+    pids: Vec<u32>,
+    /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
+    #[arg(short, long = "uprobe", value_name = "SPEC")]
+    uprobes: Vec<String>,
+    /// Probe every function a non-glob spec matches instead of refusing ambiguity.
+    #[arg(long)]
+    all_matches: bool,
+    /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or exit.
+    #[arg(short, long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Overwrite the output file if it exists.
+    #[arg(short, long)]
+    force: bool,
+    /// No status line, live table or summary.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Command to launch and trace from its first instruction.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+impl Target {
+    fn options(
+        self,
+        output: PathBuf,
+        stat: Option<stat::StatOptions>,
+        empty_probes: bool,
+    ) -> Result<record::RecordOptions> {
+        if self.pids.is_empty() && self.command.is_empty() {
+            bail!("nothing to trace: give --pid PID or a command after --");
+        }
+        Ok(record::RecordOptions {
+            pids: self.pids,
+            command: self.command,
+            uprobes: self.uprobes,
+            allow_multiple: self.all_matches,
+            duration: self.duration,
+            output,
+            force: self.force,
+            quiet: self.quiet,
+            empty_probes,
+            stat,
+        })
+    }
+}
+
+/// Records or counts, then prints what was done.
+fn run_record(opts: &record::RecordOptions) -> Result<()> {
+    let summary = record::record(opts)?;
+    if !opts.quiet {
+        record::print_summary(&summary, &opts.output)?;
+    }
+    Ok(())
 }
 
 /// How summaries and diffs are shown.
@@ -228,36 +250,14 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Record {
-            pids,
-            uprobes,
-            all_matches,
-            duration,
+            target,
             output,
-            force,
-            quiet,
-            empty_probes,
             paraver,
-            command,
+            empty_probes,
         } => {
-            if pids.is_empty() && command.is_empty() {
-                bail!("nothing to trace: give --pid PID or a command after --");
-            }
-            let opts = record::RecordOptions {
-                pids,
-                command,
-                uprobes,
-                allow_multiple: all_matches,
-                duration,
-                output,
-                force,
-                quiet,
-                empty_probes,
-                stat: None,
-            };
-            let summary = record::record(&opts)?;
-            if !opts.quiet {
-                record::print_summary(&summary, &opts.output)?;
-            }
+            let output = output.unwrap_or_else(|| "tracer.trace".into());
+            let opts = target.options(output, None, empty_probes)?;
+            run_record(&opts)?;
             if let Some(stem) = paraver {
                 let report = trace_merge::convert_paraver(
                     std::slice::from_ref(&opts.output),
@@ -271,40 +271,17 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Stat {
-            pids,
-            uprobes,
-            all_matches,
-            interval,
-            duration,
-            sample,
+            target,
             output,
-            force,
-            quiet,
-            command,
+            interval,
+            sample,
         } => {
-            if pids.is_empty() && command.is_empty() {
-                bail!("nothing to watch: give --pid PID or a command after --");
-            }
-            let opts = record::RecordOptions {
-                pids,
-                command,
-                uprobes,
-                allow_multiple: all_matches,
-                duration,
-                output,
-                force,
-                quiet,
-                empty_probes: false,
-                stat: Some(stat::StatOptions {
-                    interval,
-                    sample_every: sample,
-                }),
+            let output = output.unwrap_or_else(|| "tracer.stat".into());
+            let stat = stat::StatOptions {
+                interval,
+                sample_every: sample,
             };
-            let summary = record::record(&opts)?;
-            if !opts.quiet {
-                record::print_summary(&summary, &opts.output)?;
-            }
-            Ok(())
+            run_record(&target.options(output, Some(stat), false)?)
         }
         Command::Dump { file } => dump::dump(&file),
         Command::Convert {

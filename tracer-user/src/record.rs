@@ -137,9 +137,6 @@ impl Launched {
 }
 
 pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
-    if opts.pids.is_empty() && opts.command.is_empty() {
-        bail!("nothing to trace: give --pid PID or a command after --");
-    }
     for &pid in &opts.pids {
         procfs::check_alive(pid)?;
     }

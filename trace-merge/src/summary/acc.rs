@@ -15,7 +15,6 @@
 //! before the final state interval, so that split waits (`pending`) for the interval.
 
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::sysclass;
 use crate::timeline::{Item, LinkKind, Span, StateInterval, SyscallSpan, ThreadState, Timeline};
@@ -26,32 +25,7 @@ use super::{
     Summary, SyscallStats, ThreadStats, Window, JSON_SCHEMA,
 };
 
-/// Fast hash for integer keys (SipHash would cost more than the rest of the work).
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 31)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-
-fn key(a: u32, b: u32) -> u64 {
-    (a as u64) << 32 | b as u64
-}
+use crate::timeline::{key, FastMap};
 
 /// The split of a function's time: running, ready, blocked, I/O, other.
 const SPLIT: usize = 5;
