@@ -269,15 +269,27 @@ pub mod tstate {
     pub const IO: u32 = 3;
 }
 
-/// Counting mode: the state a thread is in, since when, and its last CPU.
+/// Calls of probed functions tracked per thread in counting mode (deeper nesting is
+/// counted in depth but not timed).
+pub const MAX_DEPTH: usize = 16;
+
+/// Counting mode, per thread: the state it is in, since when, its last CPU, and the
+/// start times of its system call and probed calls in progress. Updated in place, so the
+/// hot path makes no map insertions.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ThreadSched {
     pub since: u64,
     pub state: u32,
     pub cpu: u32,
+    /// Entry time of the system call in progress, 0 when none.
+    pub sys_start: u64,
+    /// Probed calls in progress.
+    pub depth: u32,
+    pub _pad: u32,
+    pub func_start: [u64; MAX_DEPTH],
+    pub func_id: [u32; MAX_DEPTH],
 }
-
 /// `clone(2)` flag: the new task is a thread of the caller's process.
 pub const CLONE_THREAD: u64 = 0x0001_0000;
 

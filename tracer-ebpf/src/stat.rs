@@ -3,7 +3,9 @@
 //!
 //! Thread states are a small state machine per thread (`SCHED`: state, since, CPU) driven
 //! by switches and wakeups; closed intervals accumulate in `THREAD_STATS`, and user space
-//! adds the open one when it reads. With `Config::sample_every = N`, one call in N of each
+//! adds the open one when it reads. The same per-thread entry holds the start times of the
+//! system call and probed calls in progress: it is updated in place, so no event costs a
+//! map insertion (the expensive operation of a BPF hash map). With `Config::sample_every = N`, one call in N of each
 //! function is also recorded in full (entry, exit, and the thread's syscalls and switches
 //! while inside it) through the ring buffers.
 
@@ -30,14 +32,6 @@ static THREAD_STATS: PerCpuHashMap<u32, ThreadStat, { MAX_THREADS as usize }> =
 /// Per thread: its current state, since when, on which CPU it last ran.
 #[btf_map]
 static SCHED: HashMap<u32, ThreadSched, { MAX_THREADS as usize }> = HashMap::new();
-
-/// Entry time of the function call in progress, per (tid << 32 | function id).
-#[btf_map]
-static FUNC_START: HashMap<u64, u64, { MAX_THREADS as usize }> = HashMap::new();
-
-/// Entry time of the system call in progress, per thread.
-#[btf_map]
-static SYS_START: HashMap<u32, u64, { MAX_THREADS as usize }> = HashMap::new();
 
 /// Threads inside a sampled call (tid -> function id): their events are recorded.
 #[btf_map]
@@ -79,6 +73,30 @@ fn thread_stat(tid: u32) -> Option<*mut ThreadStat> {
     THREAD_STATS.get_ptr_mut(tid)
 }
 
+/// The thread's entry in `SCHED`, created (running since `now`, on this CPU) if it has
+/// none yet: a thread makes system calls and probed calls only while running.
+#[inline(always)]
+fn sched_entry(tid: u32, now: u64) -> Option<*mut ThreadSched> {
+    if let Some(p) = SCHED.get_ptr_mut(tid) {
+        return Some(p);
+    }
+    let fresh = ThreadSched {
+        since: now,
+        state: tstate::RUNNING,
+        cpu: cpu(),
+        sys_start: 0,
+        depth: 0,
+        _pad: 0,
+        func_start: [0; MAX_DEPTH],
+        func_id: [0; MAX_DEPTH],
+    };
+    if SCHED.insert(tid, fresh, BPF_ANY as u64).is_err() {
+        bump(counter::STAT_FULL);
+        return None;
+    }
+    SCHED.get_ptr_mut(tid)
+}
+
 /// True when `tid` is inside a sampled call (its events go to the ring buffers too).
 #[inline(always)]
 pub fn sampled(tid: u32) -> bool {
@@ -88,11 +106,16 @@ pub fn sampled(tid: u32) -> bool {
 /// A function was entered; returns true when this call is sampled.
 #[inline(always)]
 pub fn func_entry(tid: u32, func: u32, now: u64, sample_every: u32) -> bool {
-    if FUNC_START
-        .insert(((tid as u64) << 32) | func as u64, now, BPF_ANY as u64)
-        .is_err()
-    {
-        bump(counter::STAT_FULL);
+    if let Some(t) = sched_entry(tid, now) {
+        // SAFETY: our own map's value, written only by the thread it describes.
+        unsafe {
+            let d = (*t).depth as usize;
+            if d < MAX_DEPTH {
+                (*t).func_start[d] = now;
+                (*t).func_id[d] = func;
+            }
+            (*t).depth = (*t).depth.saturating_add(1);
+        }
     }
     if sample_every == 0 || sampled(tid) {
         return false;
@@ -115,12 +138,21 @@ pub fn func_entry(tid: u32, func: u32, now: u64, sample_every: u32) -> bool {
 /// A function returned; returns true when the call was the sampled one.
 #[inline(always)]
 pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64) -> bool {
-    let key = ((tid as u64) << 32) | func as u64;
-    if let Some(start) = FUNC_START.get_ptr(key) {
-        // SAFETY: a value of our own map.
-        let dt = now.saturating_sub(unsafe { *start });
-        let _ = FUNC_START.remove(key);
-        if let Some(s) = FUNC_STATS.get_ptr_mut(func) {
+    if let Some(t) = SCHED.get_ptr_mut(tid) {
+        // SAFETY: as in `func_entry`.
+        let start = unsafe {
+            let d = (*t).depth;
+            if d == 0 {
+                // Entered before we attached: not timed, not counted.
+                None
+            } else {
+                (*t).depth = d - 1;
+                let i = (d - 1) as usize;
+                (i < MAX_DEPTH && (*t).func_id[i] == func).then(|| (*t).func_start[i])
+            }
+        };
+        if let (Some(start), Some(s)) = (start, FUNC_STATS.get_ptr_mut(func)) {
+            let dt = now.saturating_sub(start);
             // SAFETY: per-CPU slot.
             unsafe {
                 (*s).calls += 1;
@@ -140,8 +172,9 @@ pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64) -> bool {
 
 #[inline(always)]
 pub fn sys_enter(tid: u32, now: u64) {
-    if SYS_START.insert(tid, now, BPF_ANY as u64).is_err() {
-        bump(counter::STAT_FULL);
+    if let Some(t) = sched_entry(tid, now) {
+        // SAFETY: our own map's value, written only by the thread it describes.
+        unsafe { (*t).sys_start = now };
     }
 }
 
@@ -149,12 +182,19 @@ pub fn sys_enter(tid: u32, now: u64) {
 pub fn sys_exit(tid: u32, nr: u32, ret: i64, now: u64) {
     // A call already in progress at attach has no start: it still counts (calls, bytes,
     // errors stay exact), with no time.
-    let dt = match SYS_START.get_ptr(tid) {
-        // SAFETY: a value of our own map.
-        Some(start) => now.saturating_sub(unsafe { *start }),
+    let dt = match SCHED.get_ptr_mut(tid) {
+        // SAFETY: as in `sys_enter`.
+        Some(t) => unsafe {
+            let start = (*t).sys_start;
+            (*t).sys_start = 0;
+            if start == 0 {
+                0
+            } else {
+                now.saturating_sub(start)
+            }
+        },
         None => 0,
     };
-    let _ = SYS_START.remove(tid);
     if let Some(s) = SYS_STATS.get_ptr_mut(nr) {
         // SAFETY: per-CPU slot.
         unsafe {
@@ -173,28 +213,31 @@ pub fn sys_exit(tid: u32, nr: u32, ret: i64, now: u64) {
     }
 }
 
-/// Closes the thread's current interval at `now` and opens one in `state`.
+/// Closes the thread's current interval at `now` and opens one in `state`; returns the
+/// CPU it was last on, if it had an entry.
 #[inline(always)]
-fn transition(tid: u32, state: u32, now: u64, cpu: u32) -> Option<ThreadSched> {
-    let old = SCHED.get_ptr(tid).map(|p| {
-        // SAFETY: a value of our own map.
-        unsafe { *p }
-    });
-    if let Some(old) = old {
-        if let Some(t) = thread_stat(tid) {
-            // SAFETY: per-CPU slot; the index is masked into range.
-            unsafe { (*t).state_ns[(old.state & 3) as usize] += now.saturating_sub(old.since) };
-        }
-    }
-    let new = ThreadSched {
-        since: now,
-        state,
-        cpu,
+fn transition(tid: u32, state: u32, now: u64, cpu: u32) -> Option<u32> {
+    let Some(t) = SCHED.get_ptr_mut(tid) else {
+        let _ = sched_entry(tid, now).map(|t| {
+            // SAFETY: our own map's value.
+            unsafe { (*t).state = state }
+        });
+        return None;
     };
-    if SCHED.insert(tid, new, BPF_ANY as u64).is_err() {
-        bump(counter::STAT_FULL);
+    // SAFETY: our own map's value; a thread's switches and wakeups are serialized by the
+    // scheduler's run-queue lock.
+    let (old_state, since, old_cpu) = unsafe { ((*t).state, (*t).since, (*t).cpu) };
+    if let Some(st) = thread_stat(tid) {
+        // SAFETY: per-CPU slot; the index is masked into range.
+        unsafe { (*st).state_ns[(old_state & 3) as usize] += now.saturating_sub(since) };
     }
-    old
+    // SAFETY: as above.
+    unsafe {
+        (*t).since = now;
+        (*t).state = state;
+        (*t).cpu = cpu;
+    }
+    Some(old_cpu)
 }
 
 /// `prev` leaves the CPU in `prev_state`, `next` takes it (each only if traced).
@@ -227,7 +270,7 @@ pub fn switch(prev: Option<u32>, prev_state: u32, next: Option<u32>, now: u64, e
     }
     if let Some(next) = next {
         let old = transition(next, tstate::RUNNING, now, cpu);
-        if old.is_some_and(|o| o.cpu != cpu) {
+        if old.is_some_and(|c| c != cpu) {
             if let Some(t) = thread_stat(next) {
                 // SAFETY: per-CPU slot.
                 unsafe { (*t).migrations += 1 };

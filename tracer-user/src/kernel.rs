@@ -203,6 +203,7 @@ impl Kernel {
                         since: now,
                         state,
                         cpu,
+                        ..Default::default()
                     },
                     0,
                 )

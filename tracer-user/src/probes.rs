@@ -95,6 +95,9 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
             m.source.as_deref().unwrap_or("-"),
             placement
         )?;
+        if let Some(w) = &m.warning {
+            writeln!(out, "    warning: {w}")?;
+        }
     }
     Ok(())
 }

@@ -18,25 +18,37 @@ use crate::setup::{status, workspace};
 const ROUNDS: usize = 3;
 const LOAD_SECS: u64 = 4;
 
-pub fn run() -> Result<()> {
+pub fn run(only: Option<&str>) -> Result<()> {
+    let wanted = |section: &str| only.is_none_or(|o| o == section);
     let tracer = crate::build::run()?;
     ensure_perf()?;
     let dir = workspace().join("target/bench");
     std::fs::create_dir_all(&dir)?;
-    println!("== server under load: traced / untraced ({ROUNDS} rounds of {LOAD_SECS}s each, interleaved)");
-    server_overhead(&tracer, &dir)?;
-    println!("\n== cost of a probed call (uprobe + uretprobe)");
-    probe_cost(&tracer, &dir)?;
-    println!("\n== highest event rate recorded (syscall storm, 2 CPUs)");
-    max_rate(&tracer, &dir)?;
-    for (name, example, args) in [
+    if wanted("server") {
+        println!("== server under load: traced / untraced ({ROUNDS} rounds of {LOAD_SECS}s each, interleaved)");
+        server_overhead(&tracer, &dir)?;
+    }
+    if wanted("probe") {
+        println!("\n== cost of a probed call (uprobe + uretprobe)");
+        probe_cost(&tracer, &dir)?;
+    }
+    if wanted("rate") {
+        println!("\n== highest event rate recorded (syscall storm, 2 CPUs)");
+        max_rate(&tracer, &dir)?;
+    }
+    for (section, name, example, args) in [
         (
+            "symbolizer",
             "symbolizer",
             "symbolize_bench",
             vec![tracer.display().to_string()],
         ),
-        ("trace-merge", "convert_bench", vec![]),
+        ("merge", "trace-merge", "convert_bench", vec![]),
+        ("merge", "trace-merge", "summary_bench", vec![]),
     ] {
+        if !wanted(section) {
+            continue;
+        }
         let src = workspace()
             .join(name)
             .join(format!("examples/{example}.rs"));
@@ -91,9 +103,10 @@ fn bpftrace_script(server: &Path, pid: u32) -> String {
     let s = server.display();
     format!(
         r#"
-uprobe:{s}:handle_request,uprobe:{s}:render_response /pid == {pid}/ {{ @fstart[tid, probe] = nsecs; }}
-uretprobe:{s}:handle_request /pid == {pid}/ {{ $t = @fstart[tid, "uprobe:{s}:handle_request"]; if ($t) {{ @calls["handle_request"] = count(); @lat["handle_request"] = hist(nsecs - $t); }} }}
-uretprobe:{s}:render_response /pid == {pid}/ {{ $t = @fstart[tid, "uprobe:{s}:render_response"]; if ($t) {{ @calls["render_response"] = count(); @lat["render_response"] = hist(nsecs - $t); }} }}
+uprobe:{s}:handle_request /pid == {pid}/ {{ @hstart[tid] = nsecs; }}
+uprobe:{s}:render_response /pid == {pid}/ {{ @rstart[tid] = nsecs; }}
+uretprobe:{s}:handle_request /pid == {pid}/ {{ $t = @hstart[tid]; if ($t) {{ @calls["handle_request"] = count(); @lat["handle_request"] = hist(nsecs - $t); delete(@hstart[tid]); }} }}
+uretprobe:{s}:render_response /pid == {pid}/ {{ $t = @rstart[tid]; if ($t) {{ @calls["render_response"] = count(); @lat["render_response"] = hist(nsecs - $t); delete(@rstart[tid]); }} }}
 tracepoint:raw_syscalls:sys_enter /pid == {pid}/ {{ @sstart[tid] = nsecs; }}
 tracepoint:raw_syscalls:sys_exit /pid == {pid}/ {{ $t = @sstart[tid]; if ($t) {{ @sys[args->id] = count(); @systime[args->id] = sum(nsecs - $t); delete(@sstart[tid]); }} }}
 tracepoint:sched:sched_switch {{ if (pid == {pid}) {{ $t = @on[args->prev_pid]; if ($t) {{ @run[args->prev_pid] = sum(nsecs - $t); }} }} @on[args->next_pid] = nsecs; }}
@@ -321,18 +334,23 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
     for (name, m) in [
         ("tracer record:", Mode::Tracer),
         ("perf record:", Mode::Perf),
+        ("tracer stat:", Mode::Stat),
+        ("bpftrace count:", Mode::Bpftrace),
     ] {
         let rate = mean(m, &|r| r.rate);
         let cpu = mean(m, &|r| r.cpu_per_req);
         let bytes = mean(m, &|r| r.bytes as f64);
         let events = mean(m, &|r| r.events as f64);
+        let per_event = if events > 0.0 {
+            format!("  {:.1} bytes/event ({events:.0} events)", bytes / events)
+        } else {
+            String::new()
+        };
         println!(
-            "{name:<16} {rate:>9.0} requests/s  {:>7.1} us CPU/request  throughput ratio {:.3}  +{:.1} us CPU/request  {:.1} bytes/event ({:.0} events)",
+            "{name:<16} {rate:>9.0} requests/s  {:>7.1} us CPU/request  throughput ratio {:.3}  +{:.1} us CPU/request{per_event}",
             cpu / 1e3,
             rate / base_rate,
             (cpu - base_cpu) / 1e3,
-            bytes / events.max(1.0),
-            events
         );
     }
     Ok(())

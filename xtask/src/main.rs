@@ -31,7 +31,11 @@ enum Task {
     /// Trace the fixture server under load, then convert and summarize the trace.
     Demo,
     /// Measure overheads and throughputs side by side.
-    Bench,
+    Bench {
+        /// Run one section only: server, probe, rate, symbolizer, merge.
+        #[arg(long)]
+        only: Option<String>,
+    },
 }
 
 fn main() {
@@ -41,7 +45,7 @@ fn main() {
         Task::Build => build::run().map(|_| ()),
         Task::Test { args } => test::run(&args),
         Task::Demo => demo::run(),
-        Task::Bench => bench::run(),
+        Task::Bench { only } => bench::run(only.as_deref()),
     };
     if let Err(e) = result {
         eprintln!("xtask: error: {e:#}");
