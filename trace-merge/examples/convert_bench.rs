@@ -7,35 +7,12 @@
 //! process so that each peak RSS (VmHWM) is its own.
 
 mod synth;
-use synth::{synthesize, vm_hwm_kib};
+use synth::{label, synthesize, vm_hwm_kib};
 
 use std::time::Instant;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.is_empty() {
-        let me = std::env::current_exe().expect("own path");
-        for n in ["5000000", "20000000"] {
-            let st = std::process::Command::new(&me)
-                .arg(n)
-                .status()
-                .expect("run");
-            assert!(st.success(), "bench for {n} failed");
-        }
-        return;
-    }
-    for a in args {
-        let n: u64 = a.replace('_', "").parse().expect("N: a number of records");
-        run(n);
-    }
-}
-
-fn label(n: u64) -> String {
-    if n.is_multiple_of(1_000_000) {
-        format!("{}M", n / 1_000_000)
-    } else {
-        n.to_string()
-    }
+    synth::main_for_sizes(run);
 }
 
 fn run(n: u64) {

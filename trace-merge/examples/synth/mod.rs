@@ -16,6 +16,37 @@ const TGID: u32 = 1000;
 const START: u64 = 5_000_000_000_000;
 const CHUNK: u32 = 4096;
 
+/// Runs `run` for each record count given as an argument; without arguments, runs this
+/// program again for 5 M and 20 M records, each in its own process so that each peak RSS
+/// (VmHWM) is its own.
+pub fn main_for_sizes(run: fn(u64)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() {
+        let me = std::env::current_exe().expect("own path");
+        for n in ["5000000", "20000000"] {
+            let st = std::process::Command::new(&me)
+                .arg(n)
+                .status()
+                .expect("run");
+            assert!(st.success(), "bench for {n} failed");
+        }
+        return;
+    }
+    for a in args {
+        let n: u64 = a.replace('_', "").parse().expect("N: a number of records");
+        run(n);
+    }
+}
+
+/// `5M` for 5 000 000 records.
+pub fn label(n: u64) -> String {
+    if n.is_multiple_of(1_000_000) {
+        format!("{}M", n / 1_000_000)
+    } else {
+        n.to_string()
+    }
+}
+
 pub fn vm_hwm_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     s.lines()
