@@ -933,14 +933,77 @@ pub fn steal_ns() -> u64 {
     ticks * 1_000_000_000 / hz
 }
 
-/// Asserts a traced running time against schedstat's: within `tolerance` (a fraction),
-/// plus whatever the hypervisor stole while it was measured (see [`steal_ns`]).
-pub fn assert_running_time(what: &str, traced: u64, truth: u64, tolerance: f64, stolen: u64) {
-    let slack = (truth as f64 * tolerance) as u64;
-    let ok = traced + slack >= truth && traced <= truth + slack + stolen;
-    assert!(
-        ok,
-        "{what}: traced {traced} ns, schedstat {truth} ns ({:+.2}%), {stolen} ns stolen meanwhile",
-        (traced as f64 - truth as f64) * 100.0 / truth as f64
-    );
+/// Run time of a process's threads from schedstat over a stretch of time, and the time
+/// stolen meanwhile: the ground truth a tracer's running time is checked against.
+pub struct RunClock {
+    steal: u64,
+    start: Vec<(u32, String, u64)>,
+    pid: u32,
+}
+
+impl RunClock {
+    pub fn start(pid: u32) -> RunClock {
+        RunClock {
+            steal: steal_ns(),
+            start: run_times(pid),
+            pid,
+        }
+    }
+
+    /// Ends the stretch (the threads should be idle by now).
+    pub fn stop(self) -> RunTimes {
+        let end = run_times(self.pid);
+        RunTimes {
+            stolen: steal_ns() - self.steal,
+            threads: self
+                .start
+                .into_iter()
+                .filter_map(|(tid, name, before)| {
+                    let after = end.iter().find(|t| t.0 == tid)?.2;
+                    Some((tid, name, after - before))
+                })
+                .collect(),
+        }
+    }
+}
+
+fn run_times(pid: u32) -> Vec<(u32, String, u64)> {
+    threads(pid)
+        .into_iter()
+        .filter_map(|(tid, name)| Some((tid, name, schedstat(pid, tid).ok()?.run_ns)))
+        .collect()
+}
+
+/// What a [`RunClock`] measured.
+pub struct RunTimes {
+    /// (tid, name, ns run) per thread.
+    pub threads: Vec<(u32, String, u64)>,
+    pub stolen: u64,
+}
+
+impl RunTimes {
+    /// Checks `traced(tid)` against schedstat for every thread whose name starts with
+    /// `prefix`: within `tolerance` (a fraction), plus what the hypervisor stole meanwhile
+    /// (schedstat leaves stolen time out; a tracer's timestamps are wall clock). Returns
+    /// how many threads it checked.
+    pub fn check(&self, prefix: &str, tolerance: f64, traced: impl Fn(u32) -> u64) -> usize {
+        let mut checked = 0;
+        for (tid, name, truth) in self.threads.iter().filter(|t| t.1.starts_with(prefix)) {
+            let (tid, truth) = (*tid, *truth);
+            assert!(
+                truth > 10_000_000,
+                "{name}: only {truth} ns of work to compare"
+            );
+            let ours = traced(tid);
+            let slack = (truth as f64 * tolerance) as u64;
+            assert!(
+                ours + slack >= truth && ours <= truth + slack + self.stolen,
+                "{name} ({tid}): traced {ours} ns, schedstat {truth} ns ({:+.2}%), {} ns stolen meanwhile",
+                (ours as f64 - truth as f64) * 100.0 / truth as f64,
+                self.stolen
+            );
+            checked += 1;
+        }
+        checked
+    }
 }

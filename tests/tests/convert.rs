@@ -23,11 +23,7 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
     })
     .unwrap();
     let pid = server.pid();
-    let steal_before = steal_ns();
-    let before: HashMap<u32, u64> = threads(pid)
-        .iter()
-        .map(|&(t, _)| (t, schedstat(pid, t).unwrap().run_ns))
-        .collect();
+    let clock = RunClock::start(pid);
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.trace");
     let rec = start_tracer(
@@ -39,12 +35,7 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
     let report = load(server.port(), 6, 40, 4096, 3, Duration::from_secs(10));
     assert_eq!(report.errors, 0);
     std::thread::sleep(Duration::from_millis(100));
-    let after: HashMap<u32, u64> = threads(pid)
-        .iter()
-        .map(|&(t, _)| (t, schedstat(pid, t).unwrap().run_ns))
-        .collect();
-    let stolen = steal_ns() - steal_before;
-    let names = threads(pid);
+    let truth = clock.stop();
     stop_tracer(rec);
     let stats = server.stop().unwrap();
 
@@ -87,16 +78,9 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
         }
     }
     assert_eq!(calls, stats.handle_request);
-    let mut checked = 0;
-    for (tid, name) in names {
-        if !name.starts_with("worker") {
-            continue;
-        }
-        let truth = after[&tid] - before[&tid];
-        let ours = running.get(&tid).copied().unwrap_or(0);
-        assert_running_time(&name, ours, truth, 0.02, stolen);
-        checked += 1;
-    }
+    let checked = truth.check("worker", 0.02, |tid| {
+        running.get(&tid).copied().unwrap_or(0)
+    });
     assert_eq!(checked, 3);
 }
 

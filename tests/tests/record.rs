@@ -150,11 +150,7 @@ fn running_time_agrees_with_schedstat() {
     })
     .unwrap();
     let pid = server.pid();
-    let steal_before = steal_ns();
-    let before: HashMap<u32, u64> = threads(pid)
-        .iter()
-        .map(|&(tid, _)| (tid, schedstat(pid, tid).unwrap().run_ns))
-        .collect();
+    let clock = RunClock::start(pid);
     let dir = tmp();
     let out = dir.path().join("t.trace");
     let rec = start_tracer("record", pid, &out, &[]);
@@ -162,26 +158,12 @@ fn running_time_agrees_with_schedstat() {
     assert_eq!(report.errors, 0);
     // The server is idle again: its threads sleep, their clocks stand still.
     std::thread::sleep(Duration::from_millis(100));
-    let after: HashMap<u32, u64> = threads(pid)
-        .iter()
-        .map(|&(tid, _)| (tid, schedstat(pid, tid).unwrap().run_ns))
-        .collect();
-    let stolen = steal_ns() - steal_before;
+    let truth = clock.stop();
     stop_tracer(rec);
     let t = read_trace(&out);
     assert_eq!(t.lost, 0, "events were lost");
     let traced = running_time(&t);
-    let mut checked = 0;
-    for (name_tid, name) in threads(pid) {
-        if !name.starts_with("worker") {
-            continue;
-        }
-        let truth = after[&name_tid] - before[&name_tid];
-        let ours = traced.get(&name_tid).copied().unwrap_or(0);
-        assert!(truth > 50_000_000, "{name}: only {truth} ns of work");
-        assert_running_time(&name, ours, truth, 0.02, stolen);
-        checked += 1;
-    }
+    let checked = truth.check("worker", 0.02, |tid| traced.get(&tid).copied().unwrap_or(0));
     assert_eq!(checked, 3);
     server.stop().unwrap();
 }

@@ -2,7 +2,6 @@
 //! kernel's schedstat. Needs root.
 
 use std::{
-    collections::HashMap,
     path::Path,
     process::{Child, Command},
     time::Duration,
@@ -73,10 +72,7 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
     })
     .unwrap();
     let pid = server.pid();
-    let names = threads(pid);
-    let run = |tid| schedstat(pid, tid).unwrap().run_ns;
-    let steal_before = steal_ns();
-    let before: HashMap<u32, u64> = names.iter().map(|&(t, _)| (t, run(t))).collect();
+    let clock = RunClock::start(pid);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.stat");
     let st = start_stat_with(
@@ -88,8 +84,7 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
     assert_eq!(report.errors, 0);
     // Idle windows too: the server's threads sleep, their clocks stand still.
     std::thread::sleep(Duration::from_millis(1000));
-    let after: HashMap<u32, u64> = names.iter().map(|&(t, _)| (t, run(t))).collect();
-    let stolen = steal_ns() - steal_before;
+    let truth = clock.stop();
     stop_tracer(st);
     let stats = server.stop().unwrap();
     let f = read(&out);
@@ -108,22 +103,14 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
     assert_eq!(f.entries, 0, "counting mode sent per-call records");
     assert!(f.windows.iter().all(|w| w.dropped == 0));
 
-    let mut checked = 0;
-    for (tid, name) in &names {
-        if !name.starts_with("worker") {
-            continue;
-        }
-        let truth = after[tid] - before[tid];
-        let ours: u64 = f
-            .windows
+    let checked = truth.check("worker", 0.01, |tid| {
+        f.windows
             .iter()
             .flat_map(|w| &w.threads)
-            .filter(|t| t.tid == *tid)
+            .filter(|t| t.tid == tid)
             .map(|t| t.running_ns)
-            .sum();
-        assert_running_time(name, ours, truth, 0.01, stolen);
-        checked += 1;
-    }
+            .sum()
+    });
     assert_eq!(checked, 3);
     // The acceptor read 300 requests' worth of syscalls: accept4 results are all there.
     let accepts: u64 = f

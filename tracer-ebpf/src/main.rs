@@ -273,7 +273,8 @@ mod programs {
         let prev = field!(ctx, switch_prev_pid, u32);
         let next = field!(ctx, switch_next_pid, u32);
         let prev_traced = is_traced_tid(prev);
-        let next_traced = is_traced_tid(next);
+        // Recording needs `next` only when `prev` is not traced; counting needs both.
+        let next_traced = (counting() || !prev_traced) && is_traced_tid(next);
         if !prev_traced && !next_traced {
             return 0;
         }

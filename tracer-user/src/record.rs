@@ -80,9 +80,8 @@ struct Launched {
 }
 
 impl Launched {
-    fn spawn(command: &[String]) -> Result<Launched> {
-        let program = procfs::which(&command[0])
-            .ok_or_else(|| anyhow!("command not found: {}", command[0]))?;
+    /// Forks `command` (its program already found at `program`), held before exec.
+    fn spawn(program: &std::path::Path, command: &[String]) -> Result<Launched> {
         let path = CString::new(program.as_os_str().as_encoded_bytes())?;
         let args: Vec<CString> = command
             .iter()
@@ -177,10 +176,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     let mut kernel = Kernel::load(cpus, &offsets, &config)?;
     install_signal_handlers();
 
-    let launched = if opts.command.is_empty() {
-        None
-    } else {
-        Some(Launched::spawn(&opts.command)?)
+    let launched = match &launch_target {
+        Some(program) => Some(Launched::spawn(program, &opts.command)?),
+        None => None,
     };
     let mut pids = opts.pids.clone();
     if let Some(l) = &launched {
