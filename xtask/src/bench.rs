@@ -17,6 +17,8 @@ use crate::setup::{status, workspace};
 
 const ROUNDS: usize = 3;
 const LOAD_SECS: u64 = 4;
+/// Long enough for the server's trace to pass 20 M events.
+const CONVERT_LOAD_SECS: u64 = 17;
 
 pub fn run(only: Option<&str>) -> Result<()> {
     let wanted = |section: &str| only.is_none_or(|o| o == section);
@@ -35,6 +37,10 @@ pub fn run(only: Option<&str>) -> Result<()> {
     if wanted("rate") {
         println!("\n== highest event rate recorded (syscall storm, 2 CPUs)");
         max_rate(&tracer, &dir)?;
+    }
+    if wanted("convert") {
+        println!("\n== converting a recording of the server: tracer convert vs perf script");
+        convert_vs_perf_script(&tracer, &dir)?;
     }
     for (section, name, example, args) in [
         (
@@ -74,9 +80,14 @@ pub fn run(only: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// perf and bpftrace are the baselines: installed from Debian when missing.
+/// perf and bpftrace are the baselines and GNU time measures peak memory: installed from
+/// Debian when missing.
 fn ensure_perf() -> Result<()> {
-    for (cmd, package) in [("perf", "linux-perf"), ("bpftrace", "bpftrace")] {
+    for (cmd, package) in [
+        ("perf", "linux-perf"),
+        ("bpftrace", "bpftrace"),
+        ("/usr/bin/time", "time"),
+    ] {
         if Command::new(cmd).arg("--version").output().is_ok() {
             continue;
         }
@@ -168,7 +179,7 @@ struct Run {
     events: u64,
 }
 
-fn one_server_run(tracer: &Path, dir: &Path, mode: Mode) -> Result<Run> {
+fn one_server_run(tracer: &Path, dir: &Path, mode: Mode, load_secs: u64) -> Result<Run> {
     let server = Server::start(&ServerOptions::default())?;
     let pid = server.pid();
     let out = dir.join(match mode {
@@ -246,7 +257,7 @@ fn one_server_run(tracer: &Path, dir: &Path, mode: Mode) -> Result<Run> {
         1_000_000,
         1024,
         8,
-        Duration::from_secs(LOAD_SECS),
+        Duration::from_secs(load_secs),
     );
     let secs = t0.elapsed().as_secs_f64();
     let cpu = cpu_ns(pid) - cpu0;
@@ -268,26 +279,22 @@ fn one_server_run(tracer: &Path, dir: &Path, mode: Mode) -> Result<Run> {
 }
 
 fn perf_samples(path: &Path) -> u64 {
-    Command::new("perf")
+    let child = Command::new("perf")
         .args(["script", "-F", "event", "-i"])
         .arg(path)
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .output()
-        .map(|o| {
-            o.stdout
-                .split(|&b| b == b'\n')
-                .filter(|l| !l.is_empty())
-                .count() as u64
-        })
-        .unwrap_or(0)
+        .spawn();
+    child.map_or(0, |mut c| {
+        let n = count_lines(c.stdout.take().unwrap()).unwrap_or(0);
+        let _ = c.wait();
+        n
+    })
 }
 
-fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
-    let server_bin = build_fixture("server");
-    // perf's uprobes, defined once for the whole run.
-    let _ = Command::new("perf")
-        .args(["probe", "-q", "-d", "probe_server:*"])
-        .output();
+/// perf's uprobes on the server's two handlers, defined for a whole section.
+fn define_perf_probes(server_bin: &Path) -> Result<()> {
+    remove_perf_probes();
     for spec in [
         "handle_request",
         "handle_request%return",
@@ -296,7 +303,7 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
     ] {
         let out = Command::new("perf")
             .args(["probe", "-q", "-x"])
-            .arg(&server_bin)
+            .arg(server_bin)
             .arg(spec)
             .output()?;
         if !out.status.success() {
@@ -306,6 +313,17 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+fn remove_perf_probes() {
+    let _ = Command::new("perf")
+        .args(["probe", "-q", "-d", "probe_server:*"])
+        .output();
+}
+
+fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
+    define_perf_probes(&build_fixture("server"))?;
     let mut runs: Vec<(Mode, Run)> = vec![];
     for _ in 0..ROUNDS {
         for mode in [
@@ -315,12 +333,10 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
             Mode::Stat,
             Mode::Bpftrace,
         ] {
-            runs.push((mode, one_server_run(tracer, dir, mode)?));
+            runs.push((mode, one_server_run(tracer, dir, mode, LOAD_SECS)?));
         }
     }
-    let _ = Command::new("perf")
-        .args(["probe", "-q", "-d", "probe_server:*"])
-        .output();
+    remove_perf_probes();
     let mean = |m: Mode, f: &dyn Fn(&Run) -> f64| {
         let v: Vec<f64> = runs.iter().filter(|r| r.0 == m).map(|r| f(&r.1)).collect();
         v.iter().sum::<f64>() / v.len() as f64
@@ -459,5 +475,89 @@ fn max_rate(tracer: &Path, dir: &Path) -> Result<()> {
             file_len(&out) as f64 / events.max(1) as f64
         );
     }
+    Ok(())
+}
+
+/// Wall time and peak RSS (KiB) of a command run to completion. The peak comes from GNU
+/// time: a child's own rusage would also count the parent's memory at the time of the
+/// fork, since exec records the pre-exec size as a high-water mark.
+fn timed(program: &str, args: &[&std::ffi::OsStr], stdout: Stdio) -> Result<(f64, u64)> {
+    let t0 = Instant::now();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", program])
+        .args(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .output()?;
+    let secs = t0.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("{program} failed: {err}");
+    }
+    let rss = err.lines().last().and_then(|l| l.trim().parse().ok());
+    Ok((secs, rss.context("GNU time printed no peak RSS")?))
+}
+
+fn count_lines(mut r: impl std::io::Read) -> Result<u64> {
+    let (mut buf, mut n) = (vec![0u8; 1 << 20], 0u64);
+    loop {
+        let k = r.read(&mut buf)?;
+        if k == 0 {
+            return Ok(n);
+        }
+        n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+}
+
+/// The same server workload recorded by `tracer record` and by `perf record`, then each
+/// converted by its own tool: `tracer convert` to Paraver, `perf script` to text.
+fn convert_vs_perf_script(tracer: &Path, dir: &Path) -> Result<()> {
+    define_perf_probes(&build_fixture("server"))?;
+    let ours = one_server_run(tracer, dir, Mode::Tracer, CONVERT_LOAD_SECS);
+    let theirs = one_server_run(tracer, dir, Mode::Perf, CONVERT_LOAD_SECS);
+    remove_perf_probes();
+    let (ours, theirs) = (ours?, theirs?);
+
+    let (name, trace) = (dir.join("server"), dir.join("server.trace"));
+    let (secs, rss) = timed(
+        &tracer.to_string_lossy(),
+        &[
+            "convert".as_ref(),
+            "--force".as_ref(),
+            "-o".as_ref(),
+            name.as_os_str(),
+            trace.as_os_str(),
+        ],
+        Stdio::null(),
+    )?;
+    let ours_rate = ours.events as f64 / secs;
+    println!(
+        "tracer convert -> Paraver: {:>10} events in {secs:>6.2} s = {:>5.2} M events/s, peak RSS {:>7} KiB",
+        ours.events,
+        ours_rate / 1e6,
+        rss
+    );
+
+    let text = dir.join("perf.script.txt");
+    let data = dir.join("perf.data");
+    let (secs, rss) = timed(
+        "perf",
+        &["script".as_ref(), "-i".as_ref(), data.as_os_str()],
+        std::fs::File::create(&text)?.into(),
+    )?;
+    let events = count_lines(std::fs::File::open(&text)?)?;
+    let _ = std::fs::remove_file(&text);
+    let theirs_rate = events as f64 / secs;
+    println!(
+        "perf script -> text:       {:>10} events in {secs:>6.2} s = {:>5.2} M events/s, peak RSS {:>7} KiB ({} events recorded)",
+        events,
+        theirs_rate / 1e6,
+        rss,
+        theirs.events
+    );
+    println!(
+        "tracer convert / perf script events/s: {:.1}x  (target >= 10x)",
+        ours_rate / theirs_rate
+    );
     Ok(())
 }
