@@ -30,6 +30,10 @@ pub fn run(only: Option<&str>) -> Result<()> {
         println!("== server under load: traced / untraced ({ROUNDS} rounds of {LOAD_SECS}s each, interleaved)");
         server_overhead(&tracer, &dir)?;
     }
+    if wanted("stat") {
+        println!("\n== tracer stat against the CPU cost of a request ({ROUNDS} rounds of {LOAD_SECS}s each, interleaved)");
+        stat_by_request_cost(&tracer, &dir)?;
+    }
     if wanted("probe") {
         println!("\n== cost of a probed call (uprobe + uretprobe)");
         probe_cost(&tracer, &dir)?;
@@ -106,6 +110,9 @@ enum Mode {
     Stat,
     /// bpftrace counting the same things (`count()`, `hist()`, `sum()`).
     Bpftrace,
+    /// Empty programs on every attach point `tracer stat` uses: what the kernel charges
+    /// for the probes alone, whatever the programs do.
+    Floor,
 }
 
 /// What `tracer stat` counts, written for bpftrace: calls and latency histograms of the
@@ -124,6 +131,29 @@ tracepoint:sched:sched_switch {{ if (pid == {pid}) {{ $t = @on[args->prev_pid]; 
 tracepoint:sched:sched_wakeup /pid == {pid}/ {{ @wakeups[args->pid] = count(); }}
 "#
     )
+}
+
+/// Empty programs on the attach points of `tracer stat` (see `kernel.rs`).
+fn floor_script(server: &Path) -> String {
+    let s = server.display();
+    let mut p = String::new();
+    for f in ["handle_request", "render_response"] {
+        p += &format!("uprobe:{s}:{f} {{}}\nuretprobe:{s}:{f} {{}}\n");
+    }
+    for t in [
+        "task:task_newtask",
+        "sched:sched_process_exit",
+        "task:task_rename",
+        "sched:sched_process_exec",
+        "sched:sched_switch",
+        "sched:sched_wakeup",
+        "sched:sched_wakeup_new",
+        "raw_syscalls:sys_enter",
+        "raw_syscalls:sys_exit",
+    ] {
+        p += &format!("tracepoint:{t} {{}}\n");
+    }
+    p
 }
 
 /// CPU time (user + system) of a whole process, in nanoseconds.
@@ -179,13 +209,20 @@ struct Run {
     events: u64,
 }
 
-fn one_server_run(tracer: &Path, dir: &Path, mode: Mode, load_secs: u64) -> Result<Run> {
-    let server = Server::start(&ServerOptions::default())?;
+fn one_server_run(
+    tracer: &Path,
+    dir: &Path,
+    mode: Mode,
+    load_secs: u64,
+    server: &ServerOptions,
+) -> Result<Run> {
+    let server = Server::start(server)?;
     let pid = server.pid();
     let out = dir.join(match mode {
         Mode::Tracer => "server.trace",
         Mode::Stat => "server.stat",
         Mode::Bpftrace => "bpftrace.out",
+        Mode::Floor => "floor.out",
         _ => "perf.data",
     });
     let _ = std::fs::remove_file(&out);
@@ -211,10 +248,16 @@ fn one_server_run(tracer: &Path, dir: &Path, mode: Mode, load_secs: u64) -> Resu
             wait_until(Duration::from_secs(20), || file_len(&out) > 200);
             Some(c)
         }
-        Mode::Bpftrace => {
+        Mode::Bpftrace | Mode::Floor => {
+            let fixture = build_fixture("server");
+            let script = if mode == Mode::Floor {
+                floor_script(&fixture)
+            } else {
+                bpftrace_script(&fixture, pid)
+            };
             let c = Command::new("bpftrace")
                 .arg("-e")
-                .arg(bpftrace_script(&build_fixture("server"), pid))
+                .arg(script)
                 .stdout(std::fs::File::create(&out)?)
                 .stderr(Stdio::piped())
                 .spawn()?;
@@ -332,8 +375,12 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
             Mode::Perf,
             Mode::Stat,
             Mode::Bpftrace,
+            Mode::Floor,
         ] {
-            runs.push((mode, one_server_run(tracer, dir, mode, LOAD_SECS)?));
+            runs.push((
+                mode,
+                one_server_run(tracer, dir, mode, LOAD_SECS, &ServerOptions::default())?,
+            ));
         }
     }
     remove_perf_probes();
@@ -352,6 +399,7 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
         ("perf record:", Mode::Perf),
         ("tracer stat:", Mode::Stat),
         ("bpftrace count:", Mode::Bpftrace),
+        ("empty programs:", Mode::Floor),
     ] {
         let rate = mean(m, &|r| r.rate);
         let cpu = mean(m, &|r| r.cpu_per_req);
@@ -369,6 +417,12 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
             (cpu - base_cpu) / 1e3,
         );
     }
+    let over = |m: Mode| mean(m, &|r| r.cpu_per_req) - base_cpu;
+    println!(
+        "tracer stat's programs cost {:.1} us/request over the {:.1} us/request the kernel charges for empty ones on the same probes",
+        (over(Mode::Stat) - over(Mode::Floor)) / 1e3,
+        over(Mode::Floor) / 1e3
+    );
     Ok(())
 }
 
@@ -513,8 +567,20 @@ fn count_lines(mut r: impl std::io::Read) -> Result<u64> {
 /// converted by its own tool: `tracer convert` to Paraver, `perf script` to text.
 fn convert_vs_perf_script(tracer: &Path, dir: &Path) -> Result<()> {
     define_perf_probes(&build_fixture("server"))?;
-    let ours = one_server_run(tracer, dir, Mode::Tracer, CONVERT_LOAD_SECS);
-    let theirs = one_server_run(tracer, dir, Mode::Perf, CONVERT_LOAD_SECS);
+    let ours = one_server_run(
+        tracer,
+        dir,
+        Mode::Tracer,
+        CONVERT_LOAD_SECS,
+        &ServerOptions::default(),
+    );
+    let theirs = one_server_run(
+        tracer,
+        dir,
+        Mode::Perf,
+        CONVERT_LOAD_SECS,
+        &ServerOptions::default(),
+    );
     remove_perf_probes();
     let (ours, theirs) = (ours?, theirs?);
 
@@ -559,5 +625,37 @@ fn convert_vs_perf_script(tracer: &Path, dir: &Path) -> Result<()> {
         "tracer convert / perf script events/s: {:.1}x  (target >= 10x)",
         ours_rate / theirs_rate
     );
+    Ok(())
+}
+
+/// `tracer stat` adds a fixed cost per request (probes fire per call and per syscall, not
+/// per unit of work), so its throughput ratio depends on what a request costs: shown for
+/// handlers that compute for a known time.
+fn stat_by_request_cost(tracer: &Path, dir: &Path) -> Result<()> {
+    for spin_us in [20, 100, 500] {
+        let opts = ServerOptions {
+            spin_us,
+            ..ServerOptions::default()
+        };
+        let (mut base, mut stat) = (vec![], vec![]);
+        for _ in 0..ROUNDS {
+            base.push(one_server_run(
+                tracer,
+                dir,
+                Mode::Untraced,
+                LOAD_SECS,
+                &opts,
+            )?);
+            stat.push(one_server_run(tracer, dir, Mode::Stat, LOAD_SECS, &opts)?);
+        }
+        let mean = |v: &[Run], f: fn(&Run) -> f64| v.iter().map(f).sum::<f64>() / v.len() as f64;
+        let (rate, cpu) = (mean(&base, |r| r.rate), mean(&base, |r| r.cpu_per_req));
+        println!(
+            "handler computing {spin_us:>3} us: untraced {rate:>7.0} requests/s ({:>6.1} us CPU/request), tracer stat throughput ratio {:.3}, +{:.1} us CPU/request",
+            cpu / 1e3,
+            mean(&stat, |r| r.rate) / rate,
+            (mean(&stat, |r| r.cpu_per_req) - cpu) / 1e3
+        );
+    }
     Ok(())
 }

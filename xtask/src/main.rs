@@ -32,7 +32,7 @@ enum Task {
     Demo,
     /// Measure overheads and throughputs side by side.
     Bench {
-        /// Run one section only: server, probe, rate, convert, symbolizer, merge.
+        /// Run one section only: server, stat, probe, rate, convert, symbolizer, merge.
         #[arg(long)]
         only: Option<String>,
     },
