@@ -101,7 +101,7 @@ impl Histogram {
         self.sum += v as u128 * n as u128;
     }
 
-    /// Makes bucket `i` part of the stored range.
+    /// Makes bucket `i` part of the stored range (which never shrinks).
     #[cold]
     fn grow_to(&mut self, i: u32) {
         if self.counts.is_empty() {
@@ -111,7 +111,7 @@ impl Histogram {
             let extra = (self.lo - i) as usize;
             self.counts.splice(0..0, std::iter::repeat_n(0, extra));
             self.lo = i;
-        } else {
+        } else if (i - self.lo) as usize >= self.counts.len() {
             self.counts.resize((i - self.lo) as usize + 1, 0);
         }
     }
@@ -249,5 +249,26 @@ mod tests {
         assert_eq!(g.quantile(0.0), 5);
         assert_eq!(g.quantile(1.0), 1 << 30);
         assert_eq!(g.count(), 3);
+    }
+
+    /// Merging a histogram whose range lies inside this one's keeps every count (the
+    /// per-thread -> overall merge of a summary does this all the time).
+    #[test]
+    fn merging_a_narrower_histogram_keeps_the_range() {
+        let mut wide = Histogram::new();
+        for v in [100, 1_000, 10_000_000] {
+            wide.record(v);
+        }
+        let mut narrow = Histogram::new();
+        for _ in 0..10 {
+            narrow.record(1_000);
+        }
+        wide.merge(&narrow);
+        assert_eq!(wide.count(), 13);
+        let p50 = wide.quantile(0.5);
+        assert!((1_000..=1_000 + 1_000 / 32).contains(&p50), "p50 {p50}");
+        assert_eq!(wide.quantile(1.0), 10_000_000);
+        let total: u64 = wide.counts.iter().sum();
+        assert_eq!(total, 13);
     }
 }
