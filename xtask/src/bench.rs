@@ -84,21 +84,13 @@ pub fn run(only: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// perf and bpftrace are the baselines and GNU time measures peak memory: installed from
-/// Debian when missing.
+/// perf and bpftrace are the baselines and GNU time measures peak memory.
 fn ensure_perf() -> Result<()> {
-    for (cmd, package) in [
+    crate::setup::ensure_commands(&[
         ("perf", "linux-perf"),
         ("bpftrace", "bpftrace"),
         ("/usr/bin/time", "time"),
-    ] {
-        if Command::new(cmd).arg("--version").output().is_ok() {
-            continue;
-        }
-        eprintln!("xtask: installing {package} (a comparison baseline)");
-        status(Command::new("apt-get").args(["install", "-y", "-qq", package]))?;
-    }
-    Ok(())
+    ])
 }
 
 #[derive(Clone, Copy, PartialEq)]

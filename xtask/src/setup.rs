@@ -47,11 +47,51 @@ pub fn run() -> Result<()> {
 
 /// Runs setup only when something is missing: a second run costs nothing.
 pub fn ensure() -> Result<()> {
+    ensure_commands(DEBIAN)?;
     if !ready() {
         run()?;
     }
     mount_tracefs();
     Ok(())
+}
+
+/// Debian packages the tests and the demo use, as (a command it provides, package):
+/// gcc and g++ build the fixtures, binutils and dwz check the symbolizer, util-linux
+/// gives setpriv for the unprivileged-user test.
+const DEBIAN: &[(&str, &str)] = &[
+    ("gcc", "gcc"),
+    ("g++", "g++"),
+    ("addr2line", "binutils"),
+    ("dwz", "dwz"),
+    ("setpriv", "util-linux"),
+];
+
+/// Installs from Debian the packages whose command is missing.
+pub fn ensure_commands(needed: &[(&str, &str)]) -> Result<()> {
+    let on_path = |cmd: &str| {
+        if cmd.starts_with('/') {
+            return Path::new(cmd).exists();
+        }
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).exists()))
+    };
+    let mut missing: Vec<&str> = needed
+        .iter()
+        .filter(|(cmd, _)| !on_path(cmd))
+        .map(|(_, package)| *package)
+        .collect();
+    missing.dedup();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing {} from Debian", missing.join(" "));
+    status(Command::new("apt-get").args(["update", "-qq"]))?;
+    status(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
 }
 
 pub fn status(cmd: &mut Command) -> Result<()> {
