@@ -70,6 +70,13 @@ mod programs {
         config().stat_mode != 0
     }
 
+    /// True when `tid` is inside a sampled call. Without `--sample` the verifier drops the
+    /// map lookup, which every syscall and switch would otherwise pay.
+    #[inline(always)]
+    fn sampled(tid: u32) -> bool {
+        config().sample_every != 0 && stat::sampled(tid)
+    }
+
     #[inline(always)]
     fn now() -> u64 {
         // SAFETY: helper without preconditions.
@@ -189,7 +196,7 @@ mod programs {
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
         let ret: u64 = ctx.ret();
         let (_, tid) = current();
-        if counting() && !stat::func_exit(tid, func, ret, now()) {
+        if counting() && !stat::func_exit(tid, func, ret, now(), config().sample_every) {
             return 0;
         }
         emit(FuncExit {
@@ -225,7 +232,7 @@ mod programs {
         }
         if counting() {
             stat::sys_enter(tid, now());
-            if !stat::sampled(tid) {
+            if !sampled(tid) {
                 return 0;
             }
         }
@@ -252,7 +259,7 @@ mod programs {
         let ret = field!(ctx, sys_exit_ret, i64);
         if counting() {
             stat::sys_exit(tid, nr as u32, ret, now());
-            if !stat::sampled(tid) {
+            if !sampled(tid) {
                 return 0;
             }
         }
@@ -289,7 +296,7 @@ mod programs {
                 now(),
                 exiting,
             );
-            stat::sampled(prev) || stat::sampled(next)
+            sampled(prev) || sampled(next)
         } else {
             true
         };
@@ -317,7 +324,7 @@ mod programs {
         let (_, waker) = current();
         if counting() {
             stat::wakeup(is_traced_tid(waker).then_some(waker), wakee, now());
-            if !stat::sampled(wakee) {
+            if !sampled(wakee) {
                 return;
             }
         }

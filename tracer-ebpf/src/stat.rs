@@ -137,7 +137,7 @@ pub fn func_entry(tid: u32, func: u32, now: u64, sample_every: u32) -> bool {
 
 /// A function returned; returns true when the call was the sampled one.
 #[inline(always)]
-pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64) -> bool {
+pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64, sample_every: u32) -> bool {
     if let Some(t) = SCHED.get_ptr_mut(tid) {
         // SAFETY: as in `func_entry`.
         let start = unsafe {
@@ -163,7 +163,7 @@ pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64) -> bool {
         }
     }
     // SAFETY: a value of our own map.
-    if SAMPLED.get_ptr(tid).is_some_and(|f| unsafe { *f } == func) {
+    if sample_every != 0 && SAMPLED.get_ptr(tid).is_some_and(|f| unsafe { *f } == func) {
         let _ = SAMPLED.remove(tid);
         return true;
     }
