@@ -1,12 +1,26 @@
-//! Symbolizer benchmark: indexing time, and addresses per second with a warm
-//! cache against binutils `addr2line -f -i -C` on the same addresses.
+//! Symbolizer benchmark: indexing time, and addresses per second against
+//! binutils `addr2line -a -f -i -C` on the same addresses, with the whole
+//! inlined chain (function, file, line of every frame) compared.
 //!
 //! Usage: `symbolize_bench [--addresses N] [--no-libc] [BINARY...]` (default:
 //! this executable); the libc it runs with is always added unless `--no-libc`.
 //! Output is `label: value` lines; labels of per-binary figures carry the
 //! binary's file name in brackets.
+//!
+//! Phases per binary, each timed on its own:
+//! * `index_ms`: symbol tables read, merged, sorted and demangled (`list`).
+//! * `dwarf_load_ms`: a fresh `Symbolizer`'s first address, which opens the
+//!   file and builds the DWARF context (unit ranges).
+//! * `cold`: the first pass over address list A; units, line tables and
+//!   function tables are parsed on demand, names demangled the first time.
+//! * `warm_same`: a second pass over list A, what a long-running recorder
+//!   sees for hot code.
+//! * `warm_other`: a pass over list B (other addresses, same distribution)
+//!   once A has been done: binary indexed, but frames not seen before.
+//!
+//! Only the `symbolize` calls and collecting their frames are timed; addr2line
+//! is timed from process start to its last line, once per list.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,20 +40,25 @@ impl Rng {
     }
 }
 
-/// What we compare: the outer frame's function, file and line.
-type Outer = (Option<String>, Option<String>, Option<u32>);
-
-fn outer(frames: &[Frame]) -> Outer {
-    let f = frames.last().cloned().unwrap_or_default();
-    let line = f.line.filter(|&l| l != 0);
-    // With no line, binutils still names the CU file; that says nothing useful.
-    let file = if line.is_some() { f.file } else { None };
-    (f.function, file, line)
+/// binutils names the CU file for code without line info; that says nothing
+/// useful, so a frame without a line is compared on its function only.
+fn normalize(frames: &[Frame]) -> Vec<Frame> {
+    frames
+        .iter()
+        .map(|f| {
+            let line = f.line.filter(|&l| l != 0);
+            Frame {
+                function: f.function.clone(),
+                file: if line.is_some() { f.file.clone() } else { None },
+                line,
+            }
+        })
+        .collect()
 }
 
 /// Runs `addr2line -a -f -i -C -e BIN` once over all addresses; returns the
-/// outer frame per address and the wall time including process start.
-fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Outer>, Duration)> {
+/// frames per address and the wall time including process start.
+fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Vec<Frame>>, Duration)> {
     let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
     let start = Instant::now();
     let mut child = Command::new("addr2line")
@@ -77,7 +96,7 @@ fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Outer>, Duration)> {
             });
         }
     }
-    Some((res.iter().map(|f| outer(f)).collect(), elapsed))
+    Some((res.iter().map(|f| normalize(f)).collect(), elapsed))
 }
 
 /// binutils 2.40 prefixes a relative DW_AT_comp_dir twice (`./libio/./libio/x.c`
@@ -92,8 +111,119 @@ fn binutils_path_norm(p: &str) -> String {
     p.to_string()
 }
 
+/// How two answers for one address differ, from harmless to real.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Diff {
+    Same,
+    /// Only binutils' doubled relative comp_dir.
+    RelativeCompDir,
+    /// Same functions and lines, another file: binutils 2.40 names the wrong
+    /// file for code from #included .c files (see the
+    /// symbolize_code_from_included_file_against_source test).
+    FileOnly,
+    /// Function names, lines or the number of inlined frames differ.
+    Real,
+}
+
+fn diff(ours: &[Frame], theirs: &[Frame]) -> Diff {
+    if ours == theirs {
+        return Diff::Same;
+    }
+    if ours.len() != theirs.len() {
+        return Diff::Real;
+    }
+    let mut worst = Diff::Same;
+    for (o, t) in ours.iter().zip(theirs) {
+        let d = if o == t {
+            Diff::Same
+        } else if o.function != t.function || o.line != t.line {
+            Diff::Real
+        } else if o.file.as_deref().map(binutils_path_norm)
+            == t.file.as_deref().map(binutils_path_norm)
+        {
+            Diff::RelativeCompDir
+        } else {
+            Diff::FileOnly
+        };
+        worst = worst.max(d);
+    }
+    worst
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+/// `VmHWM`, `RssAnon` and `RssFile` of this process in KiB.
+fn memory_kb() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().trim_end_matches(" kB").to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "VmHWM {} RssAnon {} RssFile {}",
+        field("VmHWM:"),
+        field("RssAnon:"),
+        field("RssFile:")
+    )
+}
+
+fn addresses(funcs: &[&symbolizer::FunctionMatch], n: usize, seed: u64) -> Vec<u64> {
+    // Drawn uniformly over functions, then uniformly inside each.
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|_| {
+            let f = funcs[(rng.next() % funcs.len() as u64) as usize];
+            f.address + rng.next() % f.size
+        })
+        .collect()
+}
+
+/// One timed pass: every address symbolized and its frames kept.
+fn pass(s: &mut Symbolizer, bin: &Path, addrs: &[u64]) -> (Vec<Vec<Frame>>, Duration) {
+    let t = Instant::now();
+    let frames: Vec<Vec<Frame>> = addrs
+        .iter()
+        .map(|&a| s.symbolize(bin, a).unwrap_or_default())
+        .collect();
+    (frames, t.elapsed())
+}
+
+fn compare(tag: &str, list: &str, addrs: &[u64], ours: &[Vec<Frame>], theirs: &[Vec<Frame>]) {
+    let mut counts = [0usize; 4];
+    let mut examples = Vec::new();
+    for ((a, o), t) in addrs.iter().zip(ours).zip(theirs) {
+        let d = diff(&normalize(o), t);
+        counts[d as usize] += 1;
+        if d == Diff::Real && examples.len() < 3 {
+            examples.push(format!("{a:#x}: ours {o:?} addr2line {t:?}"));
+        }
+    }
+    let differ = addrs.len() - counts[Diff::Same as usize];
+    println!("differ_{list}[{tag}]: {differ}");
+    println!(
+        "differ_only_relative_comp_dir_path_{list}[{tag}]: {}",
+        counts[Diff::RelativeCompDir as usize]
+    );
+    println!(
+        "differ_only_file_same_function_line_{list}[{tag}]: {}",
+        counts[Diff::FileOnly as usize]
+    );
+    println!(
+        "differ_function_line_or_depth_{list}[{tag}]: {}",
+        counts[Diff::Real as usize]
+    );
+    println!(
+        "identical_{list}[{tag}]: {}",
+        if differ == 0 { "yes" } else { "no" }
+    );
+    for e in examples {
+        println!("mismatch_example_{list}[{tag}]: {e}");
+    }
 }
 
 fn bench(bin: &Path, n: usize) {
@@ -103,7 +233,6 @@ fn bench(bin: &Path, n: usize) {
         .unwrap_or_default();
     println!("binary[{tag}]: {}", bin.display());
 
-    // (1) Indexing: all symbol tables merged, sorted and demangled.
     let t = Instant::now();
     let funcs = match list(&Target::Path(bin.to_path_buf()), None) {
         Ok(f) => f,
@@ -119,99 +248,54 @@ fn bench(bin: &Path, n: usize) {
         println!("error[{tag}]: no sized functions");
         return;
     }
+    let list_a = addresses(&sized, n, 0x9e37_79b9_7f4a_7c15);
+    let list_b = addresses(&sized, n, 0x2545_f491_4f6c_dd1d);
+    println!("addresses[{tag}]: {} per list", list_a.len());
 
-    // Addresses drawn uniformly over functions, then uniformly inside each.
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let addrs: Vec<u64> = (0..n)
-        .map(|_| {
-            let f = sized[(rng.next() % sized.len() as u64) as usize];
-            f.address + rng.next() % f.size
-        })
-        .collect();
-    println!("addresses[{tag}]: {}", addrs.len());
-
-    // (2) Cold pass builds the DWARF context and parses units on demand;
-    // the warm pass is what a long-running recorder sees.
     let mut s = Symbolizer::new();
     let t = Instant::now();
-    let first = s.symbolize(bin, addrs[0]);
+    let first = s.symbolize(bin, list_a[0]);
     println!("dwarf_load_ms[{tag}]: {}", ms(t.elapsed()));
+    println!("memory_kb_after_load[{tag}]: {}", memory_kb());
     if let Err(e) = first {
         println!("error[{tag}]: {e}");
         return;
     }
-    let t = Instant::now();
-    for &a in &addrs {
-        let _ = s.symbolize(bin, a);
-    }
-    let cold = t.elapsed();
-    let t = Instant::now();
-    let ours: Vec<Outer> = addrs
-        .iter()
-        .map(|&a| outer(&s.symbolize(bin, a).unwrap_or_default()))
-        .collect();
-    let warm = t.elapsed();
-    let rate = |d: Duration| addrs.len() as f64 / d.as_secs_f64().max(1e-9);
+    let (_, cold) = pass(&mut s, bin, &list_a);
+    let (ours_a, warm_same) = pass(&mut s, bin, &list_a);
+    let (ours_b, warm_other) = pass(&mut s, bin, &list_b);
+    println!("memory_kb_after_passes[{tag}]: {}", memory_kb());
+    let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
     println!("symbolizer_cold_per_sec[{tag}]: {:.0}", rate(cold));
-    println!("symbolizer_warm_per_sec[{tag}]: {:.0}", rate(warm));
+    println!(
+        "symbolizer_warm_same_per_sec[{tag}]: {:.0}",
+        rate(warm_same)
+    );
+    println!(
+        "symbolizer_warm_other_per_sec[{tag}]: {:.0}",
+        rate(warm_other)
+    );
 
-    match run_addr2line(bin, &addrs) {
-        Some((theirs, d)) if theirs.len() == addrs.len() => {
-            println!("addr2line_per_sec[{tag}]: {:.0}", rate(d));
-            println!(
-                "speedup_warm_vs_addr2line[{tag}]: {:.1}",
-                d.as_secs_f64() / warm.as_secs_f64().max(1e-9)
-            );
-            let mut mismatches = 0;
-            let mut path_only = 0;
-            let mut file_only = 0;
-            let mut examples: HashMap<usize, String> = HashMap::new();
-            for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
-                if o != t {
-                    mismatches += 1;
-                    let same_but_path = o.0 == t.0
-                        && o.2 == t.2
-                        && o.1.as_deref().map(binutils_path_norm)
-                            == t.1.as_deref().map(binutils_path_norm);
-                    path_only += usize::from(same_but_path);
-                    if same_but_path {
-                        continue;
-                    }
-                    // Same function and line, other file: binutils 2.40 names the
-                    // wrong file for code from #included .c files (see the
-                    // symbolize_code_from_included_file_against_source test).
-                    if o.0 == t.0 && o.2 == t.2 {
-                        file_only += 1;
-                        continue;
-                    }
-                    if examples.len() < 3 {
-                        examples.insert(i, format!("{:#x}: ours {o:?} addr2line {t:?}", addrs[i]));
-                    }
-                }
+    for (name, addrs, ours, warm) in [
+        ("a", &list_a, &ours_a, warm_same),
+        ("b", &list_b, &ours_b, warm_other),
+    ] {
+        match run_addr2line(bin, addrs) {
+            Some((theirs, d)) if theirs.len() == addrs.len() => {
+                println!("addr2line_per_sec_{name}[{tag}]: {:.0}", rate(d));
+                println!(
+                    "speedup_vs_addr2line_{name}[{tag}]: {:.1}",
+                    d.as_secs_f64() / warm.as_secs_f64().max(1e-9)
+                );
+                compare(&tag, name, addrs, ours, &theirs);
             }
-            println!("outer_frame_mismatches[{tag}]: {mismatches}");
-            println!("mismatches_only_relative_comp_dir_path[{tag}]: {path_only}");
-            println!("mismatches_only_file_same_function_line[{tag}]: {file_only}");
-            println!(
-                "mismatches_function_or_line[{tag}]: {}",
-                mismatches - path_only - file_only
-            );
-            println!(
-                "identical[{tag}]: {}",
-                if mismatches == 0 { "yes" } else { "no" }
-            );
-            let mut ex: Vec<_> = examples.into_iter().collect();
-            ex.sort();
-            for (_, e) in ex {
-                println!("mismatch_example[{tag}]: {e}");
-            }
+            Some((theirs, _)) => println!(
+                "error[{tag}]: addr2line answered {} of {} addresses",
+                theirs.len(),
+                addrs.len()
+            ),
+            None => println!("error[{tag}]: could not run addr2line"),
         }
-        Some((theirs, _)) => println!(
-            "error[{tag}]: addr2line answered {} of {} addresses",
-            theirs.len(),
-            addrs.len()
-        ),
-        None => println!("error[{tag}]: could not run addr2line"),
     }
 }
 
@@ -239,6 +323,7 @@ fn main() {
             bins.push(PathBuf::from(&m[0].display_binary));
         }
     }
+    println!("memory_kb_at_start: {}", memory_kb());
     for b in &bins {
         bench(b, n);
     }
