@@ -90,8 +90,8 @@ fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Vec<Frame>>, Duration
         let (file, line) = loc.rsplit_once(':').unwrap_or((loc, "0"));
         if let Some(v) = res.last_mut() {
             v.push(Frame {
-                function: (l != "??").then(|| l.to_string()),
-                file: (file != "??").then(|| file.to_string()),
+                function: (l != "??").then(|| l.into()),
+                file: (file != "??").then(|| file.into()),
                 line: line.parse().ok(),
             });
         }

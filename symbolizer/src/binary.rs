@@ -135,7 +135,9 @@ impl Binary {
         let needs_name = frames.last().is_none_or(|f| f.function.is_none());
         if needs_name {
             let idx = self.symbols();
-            let name = idx.lookup(vaddr).map(|i| idx.names()[i].display.clone());
+            let name = idx
+                .lookup(vaddr)
+                .map(|i| idx.names()[i].display.as_str().into());
             match frames.last_mut() {
                 Some(f) => f.function = name,
                 None => frames.push(Frame {

@@ -1,6 +1,8 @@
 //! DWARF access through addr2line: inlined frames, and declaration lines.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,6 +40,30 @@ fn load_sections(elf: &ElfInfo, dwo: bool) -> Result<gimli::Dwarf<R>, gimli::Err
 /// A DWARF context for one binary (from the binary itself or its debug file).
 pub(crate) struct DwarfCtx {
     ctx: addr2line::Context<R>,
+    /// Demangled function names by the address of the raw name in the DWARF
+    /// data. Demangling dominated the cost of a lookup (each Rust frame is a
+    /// long legacy/v0 name, and one address often has several inlined frames),
+    /// while a trace hits the same few thousand functions again and again.
+    names: Interner,
+    /// File names by the address of addr2line's own copy, shared the same way.
+    files: Interner,
+}
+
+/// Strings derived from bytes that stay put for as long as the `DwarfCtx`
+/// lives (section buffers, any .dwo addr2line loaded, addr2line's parsed line
+/// tables), keyed by where those bytes are: cheaper to hash than the text, and
+/// a string stored twice merely gets two entries.
+#[derive(Default)]
+struct Interner(RefCell<HashMap<usize, Arc<str>>>);
+
+impl Interner {
+    fn get(&self, bytes: &[u8], make: impl FnOnce(&[u8]) -> Arc<str>) -> Arc<str> {
+        self.0
+            .borrow_mut()
+            .entry(bytes.as_ptr() as usize)
+            .or_insert_with(|| make(bytes))
+            .clone()
+    }
 }
 
 impl DwarfCtx {
@@ -53,7 +79,11 @@ impl DwarfCtx {
             }
         }
         let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
-        Some(DwarfCtx { ctx })
+        Some(DwarfCtx {
+            ctx,
+            names: Interner::default(),
+            files: Interner::default(),
+        })
     }
 
     fn run<L>(&self, mut r: LookupResult<L>) -> L::Output
@@ -77,13 +107,16 @@ impl DwarfCtx {
             return out;
         };
         while let Ok(Some(f)) = iter.next() {
-            let function = f
-                .function
-                .as_ref()
-                .and_then(|n| n.raw_name().ok())
-                .map(|n| display_name(n.as_ref()));
+            let function = f.function.as_ref().map(|n| {
+                self.names.get(&n.name, |raw| {
+                    display_name(&String::from_utf8_lossy(raw)).into()
+                })
+            });
             let (file, line) = match f.location {
-                Some(l) => (l.file.map(str::to_string), l.line),
+                Some(l) => {
+                    let file = l.file.map(|p| self.files.get(p.as_bytes(), |_| p.into()));
+                    (file, l.line)
+                }
                 None => (None, None),
             };
             out.push(Frame {

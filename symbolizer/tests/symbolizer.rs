@@ -365,8 +365,8 @@ fn compare_with_oracle(bin: &Path, oracle_bin: &Path, sym_file: &Path, max: usiz
         let ours = normalize(
             ours.into_iter()
                 .map(|f| A2lFrame {
-                    function: f.function,
-                    file: f.file,
+                    function: f.function.map(|s| s.to_string()),
+                    file: f.file.map(|s| s.to_string()),
                     line: f.line,
                 })
                 .collect(),
@@ -539,8 +539,8 @@ fn symbolize_pid_matches_addr2line() {
             let ours = normalize(
                 ours.into_iter()
                     .map(|f| A2lFrame {
-                        function: f.function,
-                        file: f.file,
+                        function: f.function.map(|s| s.to_string()),
+                        file: f.file.map(|s| s.to_string()),
                         line: f.line,
                     })
                     .collect(),
