@@ -460,6 +460,20 @@ fn symbolize_reports_inlined_frames() {
 }
 
 #[test]
+fn symbolize_batch_answers_like_single_calls() {
+    let f = fixtures();
+    let addrs = sample_addresses(&f.prog_pie, 300);
+    let mut s = Symbolizer::new();
+    let batch = s.symbolize_batch(&f.prog_pie, &addrs).unwrap();
+    let single: Vec<_> = addrs
+        .iter()
+        .map(|&a| Symbolizer::new().symbolize(&f.prog_pie, a).unwrap())
+        .collect();
+    assert_eq!(batch, single);
+    assert!(s.symbolize_batch(Path::new("/nonexistent"), &addrs).is_err());
+}
+
+#[test]
 fn pid_target_exe_and_mapped_libraries() {
     let f = fixtures();
     let p = start_sleeper(&f.prog_pie);
