@@ -15,11 +15,18 @@
 //!   function tables are parsed on demand, names demangled the first time.
 //! * `warm_same`: a second pass over list A, what a long-running recorder
 //!   sees for hot code.
+//! * `warm_same_batch`: list A again through `symbolize_batch`, which checks
+//!   the file's identity once per batch instead of once per address.
 //! * `warm_other`: a pass over list B (other addresses, same distribution)
 //!   once A has been done: binary indexed, but frames not seen before.
+//! * `warm_other_batch`: list C, new as well, through `symbolize_batch`.
 //!
 //! Only the `symbolize` calls and collecting their frames are timed; addr2line
-//! is timed from process start to its last line, once per list.
+//! is timed from process start to its last line, once on list A and once on
+//! A, B and C in one process: the difference is its own warm rate on B and C,
+//! after it has read what A needed. Each time is given as wall time and as CPU time
+//! (user + system, ours and the child's); on a loaded machine the CPU times
+//! are the steadier of the two.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -56,11 +63,47 @@ fn normalize(frames: &[Frame]) -> Vec<Frame> {
         .collect()
 }
 
+/// Wall and CPU time of one timed stretch.
+#[derive(Clone, Copy)]
+struct Times {
+    wall: Duration,
+    cpu: Duration,
+}
+
+fn timeval(t: libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+}
+
+/// User + system time of this process (`RUSAGE_SELF`) or of its waited-for
+/// children (`RUSAGE_CHILDREN`).
+fn cpu(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut ru) };
+    timeval(ru.ru_utime) + timeval(ru.ru_stime)
+}
+
+/// Runs `f`, timing it by wall clock and by the CPU time of `who`.
+fn timed<T>(who: libc::c_int, f: impl FnOnce() -> T) -> (T, Times) {
+    let (w, c) = (Instant::now(), cpu(who));
+    let out = f();
+    let times = Times {
+        wall: w.elapsed(),
+        cpu: cpu(who).saturating_sub(c),
+    };
+    (out, times)
+}
+
 /// Runs `addr2line -a -f -i -C -e BIN` once over all addresses; returns the
-/// frames per address and the wall time including process start.
-fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Vec<Frame>>, Duration)> {
+/// frames per address and its times including process start.
+fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Vec<Frame>>, Times)> {
+    let (out, times) = timed(libc::RUSAGE_CHILDREN, || addr2line_output(bin, addrs));
+    Some((parse_addr2line(&out?), times))
+}
+
+/// addr2line's standard output for `addrs`, fed on standard input.
+fn addr2line_output(bin: &Path, addrs: &[u64]) -> Option<String> {
     let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
-    let start = Instant::now();
     let mut child = Command::new("addr2line")
         .args(["-a", "-f", "-i", "-C", "-e"])
         .arg(bin)
@@ -75,9 +118,12 @@ fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Vec<Frame>>, Duration
         let _ = stdin.write_all(input.as_bytes());
     });
     let out = child.wait_with_output().ok()?;
-    let elapsed = start.elapsed();
     let _ = feeder.join();
-    let text = String::from_utf8_lossy(&out.stdout);
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Parses `addr2line -a -f -i` output into frames per address.
+fn parse_addr2line(text: &str) -> Vec<Vec<Frame>> {
     let mut res: Vec<Vec<Frame>> = Vec::new();
     let mut lines = text.lines();
     while let Some(l) = lines.next() {
@@ -96,7 +142,7 @@ fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Vec<Frame>>, Duration
             });
         }
     }
-    Some((res.iter().map(|f| normalize(f)).collect(), elapsed))
+    res.iter().map(|f| normalize(f)).collect()
 }
 
 /// binutils 2.40 prefixes a relative DW_AT_comp_dir twice (`./libio/./libio/x.c`
@@ -184,13 +230,13 @@ fn addresses(funcs: &[&symbolizer::FunctionMatch], n: usize, seed: u64) -> Vec<u
 }
 
 /// One timed pass: every address symbolized and its frames kept.
-fn pass(s: &mut Symbolizer, bin: &Path, addrs: &[u64]) -> (Vec<Vec<Frame>>, Duration) {
-    let t = Instant::now();
-    let frames: Vec<Vec<Frame>> = addrs
-        .iter()
-        .map(|&a| s.symbolize(bin, a).unwrap_or_default())
-        .collect();
-    (frames, t.elapsed())
+fn pass(s: &mut Symbolizer, bin: &Path, addrs: &[u64]) -> (Vec<Vec<Frame>>, Times) {
+    timed(libc::RUSAGE_SELF, || {
+        addrs
+            .iter()
+            .map(|&a| s.symbolize(bin, a).unwrap_or_default())
+            .collect()
+    })
 }
 
 fn compare(tag: &str, list: &str, addrs: &[u64], ours: &[Vec<Frame>], theirs: &[Vec<Frame>]) {
@@ -233,15 +279,18 @@ fn bench(bin: &Path, n: usize) {
         .unwrap_or_default();
     println!("binary[{tag}]: {}", bin.display());
 
-    let t = Instant::now();
-    let funcs = match list(&Target::Path(bin.to_path_buf()), None) {
+    let (funcs, index) = timed(libc::RUSAGE_SELF, || {
+        list(&Target::Path(bin.to_path_buf()), None)
+    });
+    let funcs = match funcs {
         Ok(f) => f,
         Err(e) => {
             println!("error[{tag}]: {e}");
             return;
         }
     };
-    println!("index_ms[{tag}]: {}", ms(t.elapsed()));
+    println!("index_ms[{tag}]: {}", ms(index.wall));
+    println!("index_cpu_ms[{tag}]: {}", ms(index.cpu));
     println!("functions[{tag}]: {}", funcs.len());
     let sized: Vec<_> = funcs.iter().filter(|f| f.size > 0).collect();
     if sized.is_empty() {
@@ -250,12 +299,13 @@ fn bench(bin: &Path, n: usize) {
     }
     let list_a = addresses(&sized, n, 0x9e37_79b9_7f4a_7c15);
     let list_b = addresses(&sized, n, 0x2545_f491_4f6c_dd1d);
+    let list_c = addresses(&sized, n, 0x5851_f42d_4c95_7f2d);
     println!("addresses[{tag}]: {} per list", list_a.len());
 
     let mut s = Symbolizer::new();
-    let t = Instant::now();
-    let first = s.symbolize(bin, list_a[0]);
-    println!("dwarf_load_ms[{tag}]: {}", ms(t.elapsed()));
+    let (first, load) = timed(libc::RUSAGE_SELF, || s.symbolize(bin, list_a[0]));
+    println!("dwarf_load_ms[{tag}]: {}", ms(load.wall));
+    println!("dwarf_load_cpu_ms[{tag}]: {}", ms(load.cpu));
     println!("memory_kb_after_load[{tag}]: {}", memory_kb());
     if let Err(e) = first {
         println!("error[{tag}]: {e}");
@@ -263,40 +313,88 @@ fn bench(bin: &Path, n: usize) {
     }
     let (_, cold) = pass(&mut s, bin, &list_a);
     let (ours_a, warm_same) = pass(&mut s, bin, &list_a);
+    let (_, warm_same_batch) = timed(libc::RUSAGE_SELF, || s.symbolize_batch(bin, &list_a));
     let (ours_b, warm_other) = pass(&mut s, bin, &list_b);
+    let (ours_c, warm_other_batch) = timed(libc::RUSAGE_SELF, || s.symbolize_batch(bin, &list_c));
+    let ours_c = ours_c.unwrap_or_default();
     println!("memory_kb_after_passes[{tag}]: {}", memory_kb());
-    let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
-    println!("symbolizer_cold_per_sec[{tag}]: {:.0}", rate(cold));
-    println!(
-        "symbolizer_warm_same_per_sec[{tag}]: {:.0}",
-        rate(warm_same)
-    );
-    println!(
-        "symbolizer_warm_other_per_sec[{tag}]: {:.0}",
-        rate(warm_other)
-    );
-
-    for (name, addrs, ours, warm) in [
-        ("a", &list_a, &ours_a, warm_same),
-        ("b", &list_b, &ours_b, warm_other),
+    for (name, t) in [
+        ("cold", cold),
+        ("warm_same", warm_same),
+        ("warm_same_batch", warm_same_batch),
+        ("warm_other", warm_other),
+        ("warm_other_batch", warm_other_batch),
     ] {
-        match run_addr2line(bin, addrs) {
-            Some((theirs, d)) if theirs.len() == addrs.len() => {
-                println!("addr2line_per_sec_{name}[{tag}]: {:.0}", rate(d));
-                println!(
-                    "speedup_vs_addr2line_{name}[{tag}]: {:.1}",
-                    d.as_secs_f64() / warm.as_secs_f64().max(1e-9)
-                );
-                compare(&tag, name, addrs, ours, &theirs);
-            }
-            Some((theirs, _)) => println!(
-                "error[{tag}]: addr2line answered {} of {} addresses",
-                theirs.len(),
-                addrs.len()
-            ),
-            None => println!("error[{tag}]: could not run addr2line"),
-        }
+        println!("symbolizer_{name}_per_sec[{tag}]: {:.0}", rate(n, t.wall));
+        println!(
+            "symbolizer_{name}_per_cpu_sec[{tag}]: {:.0}",
+            rate(n, t.cpu)
+        );
     }
+
+    let all: Vec<u64> = [&list_a, &list_b, &list_c]
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+    let (Some((theirs_a, a)), Some((theirs_all, abc))) =
+        (run_addr2line(bin, &list_a), run_addr2line(bin, &all))
+    else {
+        println!("error[{tag}]: could not run addr2line");
+        return;
+    };
+    if theirs_a.len() != n || theirs_all.len() != 3 * n {
+        println!("error[{tag}]: addr2line answered too few addresses");
+        return;
+    }
+    let bc = Times {
+        wall: abc.wall.saturating_sub(a.wall),
+        cpu: abc.cpu.saturating_sub(a.cpu),
+    };
+    println!("addr2line_a_per_sec[{tag}]: {:.0}", rate(n, a.wall));
+    println!("addr2line_a_per_cpu_sec[{tag}]: {:.0}", rate(n, a.cpu));
+    println!(
+        "addr2line_bc_after_a_per_sec[{tag}]: {:.0}",
+        rate(2 * n, bc.wall)
+    );
+    println!(
+        "addr2line_bc_after_a_per_cpu_sec[{tag}]: {:.0}",
+        rate(2 * n, bc.cpu)
+    );
+    // Ratios of rates, wall (cpu).
+    let speedup = |ours: Times, theirs: Times, their_n: usize| {
+        let r = |o: Duration, t: Duration| rate(n, o) / rate(their_n, t);
+        format!(
+            "{:.1} ({:.1})",
+            r(ours.wall, theirs.wall),
+            r(ours.cpu, theirs.cpu)
+        )
+    };
+    // The goal's figure: warm symbolizer against addr2line on the same list.
+    println!(
+        "speedup_warm_same_vs_addr2line_a[{tag}]: {}",
+        speedup(warm_same, a, n)
+    );
+    println!(
+        "speedup_warm_same_batch_vs_addr2line_a[{tag}]: {}",
+        speedup(warm_same_batch, a, n)
+    );
+    // Both warm: addresses not asked before, for us and for addr2line.
+    println!(
+        "speedup_warm_other_vs_addr2line_bc_after_a[{tag}]: {}",
+        speedup(warm_other, bc, 2 * n)
+    );
+    println!(
+        "speedup_warm_other_batch_vs_addr2line_bc_after_a[{tag}]: {}",
+        speedup(warm_other_batch, bc, 2 * n)
+    );
+    compare(&tag, "a", &list_a, &ours_a, &theirs_a);
+    compare(&tag, "b", &list_b, &ours_b, &theirs_all[n..2 * n]);
+    compare(&tag, "c", &list_c, &ours_c, &theirs_all[2 * n..]);
+}
+
+fn rate(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64().max(1e-9)
 }
 
 fn main() {
