@@ -1,6 +1,5 @@
 //! DWARF access through addr2line: inlined frames, and declaration lines.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -9,34 +8,11 @@ use std::sync::Arc;
 
 use addr2line::{LookupContinuation, LookupResult, SplitDwarfLoad};
 use gimli::Reader;
-use object::{Object, ObjectSection};
 
 use crate::demangle::display_name;
 use crate::elf::ElfInfo;
+use crate::sections::{self, R};
 use crate::Frame;
-
-pub(crate) type R = gimli::EndianArcSlice<gimli::RunTimeEndian>;
-
-fn load_sections(elf: &ElfInfo, dwo: bool) -> Result<gimli::Dwarf<R>, gimli::Error> {
-    let f = elf.object();
-    let endian = if f.is_little_endian() {
-        gimli::RunTimeEndian::Little
-    } else {
-        gimli::RunTimeEndian::Big
-    };
-    let load = |id: gimli::SectionId| -> Result<R, gimli::Error> {
-        let name = if dwo { id.dwo_name() } else { Some(id.name()) };
-        // Copy (and decompress SHF_COMPRESSED / .zdebug) into an owned buffer so the
-        // reader does not borrow the mapping; only the sections addr2line asks for.
-        let data: Cow<'_, [u8]> = name
-            .and_then(|n| f.section_by_name(n))
-            .filter(|s| s.kind() != object::SectionKind::UninitializedData)
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or(Cow::Borrowed(&[]));
-        Ok(R::new(Arc::from(&*data), endian))
-    };
-    gimli::Dwarf::load(load)
-}
 
 /// A DWARF context for one binary (from the binary itself or its debug file).
 pub(crate) struct DwarfCtx {
@@ -90,11 +66,11 @@ impl Interner {
 impl DwarfCtx {
     /// Loads DWARF from `elf`, plus the dwz supplementary file if one is linked and found.
     pub fn load(elf: &ElfInfo, root: &Path) -> Option<DwarfCtx> {
-        let mut dwarf = load_sections(elf, false).ok()?;
+        let mut dwarf = sections::load(elf, false).ok()?;
         if let Some((alt, _id)) = &elf.debugaltlink {
             let alt_path = resolve_altlink(&elf.path, alt, root);
             if let Some(sup) = alt_path.and_then(|p| ElfInfo::open(&p).ok()) {
-                if let Ok(sup_dwarf) = load_sections(&sup, false) {
+                if let Ok(sup_dwarf) = sections::load(&sup, false) {
                     dwarf.set_sup(sup_dwarf);
                 }
             }
@@ -240,7 +216,7 @@ fn load_dwo(load: &SplitDwarfLoad<R>) -> Option<Arc<gimli::Dwarf<R>>> {
     }
     path.push(&*load.path.as_ref()?.to_string_lossy().ok()?);
     let elf = ElfInfo::open(&path).ok()?;
-    let mut dwarf = load_sections(&elf, true).ok()?;
+    let mut dwarf = sections::load(&elf, true).ok()?;
     dwarf.make_dwo(&load.parent);
     Some(Arc::new(dwarf))
 }

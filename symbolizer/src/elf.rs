@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use memmap2::Mmap;
 use object::elf;
@@ -43,7 +43,8 @@ pub(crate) struct Segment {
 /// One parsed ELF file with the metadata we need up front.
 pub(crate) struct ElfInfo {
     pub path: PathBuf,
-    pub bytes: Bytes,
+    /// Shared with the DWARF sections read straight from the mapping.
+    pub bytes: Arc<Bytes>,
     pub loads: Vec<Segment>,
     pub build_id: Option<String>,
     pub debuglink: Option<String>,
@@ -147,7 +148,7 @@ impl ElfInfo {
         };
         Ok(ElfInfo {
             path,
-            bytes,
+            bytes: Arc::new(bytes),
             loads,
             build_id,
             debuglink,

@@ -17,6 +17,7 @@ mod dwarf;
 mod elf;
 mod glob;
 mod probe;
+mod sections;
 mod symbolize;
 mod target;
 

@@ -470,7 +470,9 @@ fn symbolize_batch_answers_like_single_calls() {
         .map(|&a| Symbolizer::new().symbolize(&f.prog_pie, a).unwrap())
         .collect();
     assert_eq!(batch, single);
-    assert!(s.symbolize_batch(Path::new("/nonexistent"), &addrs).is_err());
+    assert!(s
+        .symbolize_batch(Path::new("/nonexistent"), &addrs)
+        .is_err());
 }
 
 #[test]
