@@ -10,7 +10,7 @@ use addr2line::{LookupContinuation, LookupResult, SplitDwarfLoad};
 use gimli::Reader;
 
 use crate::demangle::display_name;
-use crate::elf::ElfInfo;
+use crate::elf::{find_sup_file, ElfInfo};
 use crate::sections::{self, R};
 use crate::Frame;
 
@@ -67,12 +67,12 @@ impl DwarfCtx {
     /// Loads DWARF from `elf`, plus the dwz supplementary file if one is linked and found.
     pub fn load(elf: &ElfInfo, root: &Path) -> Option<DwarfCtx> {
         let mut dwarf = sections::load(elf, false).ok()?;
-        if let Some((alt, _id)) = &elf.debugaltlink {
-            let alt_path = resolve_altlink(&elf.path, alt, root);
-            if let Some(sup) = alt_path.and_then(|p| ElfInfo::open(&p).ok()) {
-                if let Ok(sup_dwarf) = sections::load(&sup, false) {
-                    dwarf.set_sup(sup_dwarf);
-                }
+        // dwz moved DIEs and strings shared between files into a supplementary
+        // file (DW_FORM_GNU_ref_alt / DW_FORM_GNU_strp_alt point there). Without
+        // it, names and inlined frames are lost, but lines still resolve.
+        if let Some(sup) = find_sup_file(elf, root) {
+            if let Ok(sup_dwarf) = sections::load(&sup, false) {
+                dwarf.set_sup(sup_dwarf);
             }
         }
         let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
@@ -194,18 +194,6 @@ fn file_name(unit: gimli::UnitRef<'_, R>, index: u64) -> Option<String> {
     }
     path.push(name);
     Some(path.to_string_lossy().into_owned())
-}
-
-fn resolve_altlink(debug_path: &Path, alt: &str, root: &Path) -> Option<PathBuf> {
-    let alt_p = Path::new(alt);
-    let mut cands = Vec::new();
-    if alt_p.is_absolute() {
-        cands.push(root.join(alt_p.strip_prefix("/").ok()?));
-        cands.push(alt_p.to_path_buf());
-    } else if let Some(dir) = debug_path.parent() {
-        cands.push(dir.join(alt_p));
-    }
-    cands.into_iter().find(|p| p.is_file())
 }
 
 /// Loads a split-DWARF .dwo file that a skeleton unit points at.
