@@ -140,41 +140,77 @@ impl DwarfCtx {
         while let Ok(Some(f)) = iter.next() {
             last = f.dw_die_offset;
         }
-        let offset = last?;
         let unit = self.run(self.ctx.find_dwarf_and_unit(vaddr))?;
-        let mut entry = unit.entry(offset).ok()?;
-        // Out-of-line instances and C++ member definitions keep decl_* on the
-        // abstract origin / specification DIE.
-        // A C++ member definition carries its own decl_line but inherits
-        // decl_file from the in-class declaration, so take each separately.
-        let (mut file, mut line) = (None, None);
-        for _ in 0..4 {
-            if file.is_none() {
-                file = match entry.attr_value(gimli::DW_AT_decl_file) {
-                    Some(gimli::AttributeValue::FileIndex(i)) => Some(i),
-                    Some(v) => v.udata_value(),
-                    None => None,
-                };
-            }
-            if line.is_none() {
-                line = entry
-                    .attr_value(gimli::DW_AT_decl_line)
-                    .and_then(|v| v.udata_value());
-            }
-            if let (Some(file), Some(line)) = (file, line) {
-                let name = file_name(unit, file)?;
-                return Some(format!("{name}:{line}"));
-            }
-            let next = entry
-                .attr_value(gimli::DW_AT_abstract_origin)
-                .or_else(|| entry.attr_value(gimli::DW_AT_specification));
-            match next {
-                Some(gimli::AttributeValue::UnitRef(o)) => entry = unit.entry(o).ok()?,
-                _ => return None,
-            }
-        }
-        None
+        decl(unit, last?, None, None, 0)
     }
+}
+
+/// "file:line" declared for the DIE at `offset`. Out-of-line instances and
+/// C++ member definitions keep decl_* on the abstract origin / specification
+/// DIE; a C++ member definition carries its own decl_line but inherits
+/// decl_file from the in-class declaration, so each is taken separately (and
+/// the file named through the line table of the unit it was found in). dwz may
+/// have moved the DIE referred to into the supplementary file.
+fn decl(
+    unit: gimli::UnitRef<'_, R>,
+    offset: gimli::UnitOffset,
+    mut file: Option<String>,
+    mut line: Option<u64>,
+    depth: u32,
+) -> Option<String> {
+    let entry = unit.entry(offset).ok()?;
+    if file.is_none() {
+        let index = match entry.attr_value(gimli::DW_AT_decl_file) {
+            Some(gimli::AttributeValue::FileIndex(i)) => Some(i),
+            Some(v) => v.udata_value(),
+            None => None,
+        };
+        file = index.and_then(|i| file_name(unit, i));
+    }
+    if line.is_none() {
+        line = entry
+            .attr_value(gimli::DW_AT_decl_line)
+            .and_then(|v| v.udata_value());
+    }
+    if let (Some(file), Some(line)) = (&file, line) {
+        return Some(format!("{file}:{line}"));
+    }
+    if depth >= 4 {
+        return None;
+    }
+    let next = entry
+        .attr_value(gimli::DW_AT_abstract_origin)
+        .or_else(|| entry.attr_value(gimli::DW_AT_specification));
+    match next? {
+        gimli::AttributeValue::UnitRef(o) => decl(unit, o, file, line, depth + 1),
+        gimli::AttributeValue::DebugInfoRefSup(o) => {
+            let sup = unit.dwarf.sup()?;
+            let (sup_unit, o) = unit_containing(sup, o)?;
+            decl(
+                gimli::UnitRef::new(sup, &sup_unit),
+                o,
+                file,
+                line,
+                depth + 1,
+            )
+        }
+        _ => None,
+    }
+}
+
+/// The unit of `dwarf` whose entries hold `offset` (a linear scan: only for
+/// the few declarations a listing asks for).
+fn unit_containing(
+    dwarf: &gimli::Dwarf<R>,
+    offset: gimli::DebugInfoOffset,
+) -> Option<(gimli::Unit<R>, gimli::UnitOffset)> {
+    let mut headers = dwarf.units();
+    while let Ok(Some(header)) = headers.next() {
+        if let Some(o) = offset.to_unit_offset(&header) {
+            return Some((dwarf.unit(header).ok()?, o));
+        }
+    }
+    None
 }
 
 fn file_name(unit: gimli::UnitRef<'_, R>, index: u64) -> Option<String> {

@@ -276,10 +276,11 @@ pub struct ReadelfSym {
     pub name: String,
 }
 
-/// Two builds of prog.c (-O2 and -O1) whose separate debug files went through
-/// `dwz -m`: both point through `.gnu_debugaltlink` into one supplementary
-/// file holding their shared DIEs and strings (DW_FORM_GNU_ref_alt,
-/// DW_FORM_GNU_strp_alt). The binaries keep .symtab and a debuglink.
+/// Two builds each of prog.c and cpp.cc (-O2 and -O1) whose separate debug
+/// files went through `dwz -m`: all point through `.gnu_debugaltlink` into one
+/// supplementary file holding their shared DIEs and strings
+/// (DW_FORM_GNU_ref_alt, DW_FORM_GNU_strp_alt); C++ method definitions reach
+/// their in-class declarations there. The binaries keep .symtab and a debuglink.
 pub struct DwzFixtures {
     pub dir: PathBuf,
     /// (dwz'd binary, the same build untouched)
@@ -302,11 +303,19 @@ pub fn dwz_fixtures() -> &'static DwzFixtures {
         );
         let dir = fixtures().dir.join("dwz");
         std::fs::create_dir_all(&dir).unwrap();
-        let src = fixture_src("prog.c").to_string_lossy().into_owned();
+        let src = |n: &str| fixture_src(n).to_string_lossy().into_owned();
         let mut pairs = Vec::new();
-        for (name, opt) in [("a", "-O2"), ("b", "-O1")] {
+        let builds = [
+            ("a", "gcc", "-O2", "prog.c"),
+            ("b", "gcc", "-O1", "prog.c"),
+            ("c", "g++", "-O2", "cpp.cc"),
+            ("d", "g++", "-O1", "cpp.cc"),
+        ];
+        for (name, cc, opt, file) in builds {
             let orig = format!("{name}_orig");
-            gcc(&dir, &["-g", opt, &src, "-o", &orig]);
+            run(Command::new(cc)
+                .current_dir(&dir)
+                .args(["-g", opt, &src(file), "-o", &orig]));
             std::fs::copy(dir.join(&orig), dir.join(name)).unwrap();
             let debug = format!("{name}.debug");
             run(Command::new("objcopy").current_dir(&dir).args([
@@ -317,14 +326,13 @@ pub fn dwz_fixtures() -> &'static DwzFixtures {
             pairs.push((dir.join(name), dir.join(orig)));
         }
         // A relative name is stored as is: found next to the debug files.
-        run(Command::new("dwz").current_dir(&dir).args([
-            "-m",
-            "common.debug",
-            "a.debug",
-            "b.debug",
-        ]));
+        let debug_files = builds.map(|b| format!("{}.debug", b.0));
+        run(Command::new("dwz")
+            .current_dir(&dir)
+            .args(["-m", "common.debug"])
+            .args(&debug_files));
         // Debuglinks last: their CRC covers the debug file as dwz left it.
-        for name in ["a", "b"] {
+        for (name, ..) in builds {
             let link = format!("--add-gnu-debuglink={name}.debug");
             run(Command::new("objcopy")
                 .current_dir(&dir)
