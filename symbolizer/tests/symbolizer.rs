@@ -888,4 +888,30 @@ fn dwz_supplementary_file_matches_addr2line() {
         assert!(ours.iter().filter(|(_, s)| s.is_some()).count() >= 4);
         assert_eq!(ours, sources(orig), "{}", bin.display());
     }
+
+    // A supplementary file with another build-id must not be used: names
+    // would come out wrong silently. Lines still resolve without it, and the
+    // outer function is named from the symbol table.
+    let (bin, orig) = &d.pairs[0];
+    let other = tempfile::tempdir().unwrap();
+    for f in ["a", "a.debug"] {
+        std::fs::copy(d.dir.join(f), other.path().join(f)).unwrap();
+    }
+    std::fs::copy(d.dir.join("c.debug"), other.path().join("common.debug")).unwrap();
+    let moved = other.path().join("a");
+    let mut s = Symbolizer::new();
+    let inlined = one(&path(orig), "uses_inline");
+    let mut saw_unnamed_inline = false;
+    for a in inlined.address..inlined.address + inlined.size {
+        let here = s.symbolize(&moved, a).unwrap();
+        let there = s.symbolize(bin, a).unwrap();
+        let lines = |fr: &[symbolizer::Frame]| fr.iter().map(|f| f.line).collect::<Vec<_>>();
+        assert_eq!(lines(&here), lines(&there), "{a:#x}");
+        assert_eq!(
+            here.last().unwrap().function.as_deref(),
+            Some("uses_inline")
+        );
+        saw_unnamed_inline |= here.len() > 1 && here[0].function.is_none();
+    }
+    assert!(saw_unnamed_inline, "the wrong supplementary file was used");
 }
