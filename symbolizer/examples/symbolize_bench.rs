@@ -1,12 +1,33 @@
-//! Symbolizer benchmark: indexing time, and addresses per second with a warm
-//! cache against binutils `addr2line -f -i -C` on the same addresses.
+//! Symbolizer benchmark: indexing time, and addresses per second against
+//! binutils `addr2line -a -f -i -C` on the same addresses, with the whole
+//! inlined chain (function, file, line of every frame) compared.
 //!
 //! Usage: `symbolize_bench [--addresses N] [--no-libc] [BINARY...]` (default:
 //! this executable); the libc it runs with is always added unless `--no-libc`.
 //! Output is `label: value` lines; labels of per-binary figures carry the
 //! binary's file name in brackets.
+//!
+//! Phases per binary, each timed on its own:
+//! * `index_ms`: symbol tables read, merged, sorted and demangled (`list`).
+//! * `dwarf_load_ms`: a fresh `Symbolizer`'s first address, which opens the
+//!   file and builds the DWARF context (unit ranges).
+//! * `cold`: the first pass over address list A; units, line tables and
+//!   function tables are parsed on demand, names demangled the first time.
+//! * `warm_same`: a second pass over list A, what a long-running recorder
+//!   sees for hot code.
+//! * `warm_same_batch`: list A again through `symbolize_batch`, which checks
+//!   the file's identity once per batch instead of once per address.
+//! * `warm_other`: a pass over list B (other addresses, same distribution)
+//!   once A has been done: binary indexed, but frames not seen before.
+//! * `warm_other_batch`: list C, new as well, through `symbolize_batch`.
+//!
+//! Only the `symbolize` calls and collecting their frames are timed; addr2line
+//! is timed from process start to its last line, once on list A and once on
+//! A, B and C in one process: the difference is its own warm rate on B and C,
+//! after it has read what A needed. Each time is given as wall time and as CPU time
+//! (user + system, ours and the child's); on a loaded machine the CPU times
+//! are the steadier of the two.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,22 +47,63 @@ impl Rng {
     }
 }
 
-/// What we compare: the outer frame's function, file and line.
-type Outer = (Option<String>, Option<String>, Option<u32>);
+/// binutils names the CU file for code without line info; that says nothing
+/// useful, so a frame without a line is compared on its function only.
+fn normalize(frames: &[Frame]) -> Vec<Frame> {
+    frames
+        .iter()
+        .map(|f| {
+            let line = f.line.filter(|&l| l != 0);
+            Frame {
+                function: f.function.clone(),
+                file: if line.is_some() { f.file.clone() } else { None },
+                line,
+            }
+        })
+        .collect()
+}
 
-fn outer(frames: &[Frame]) -> Outer {
-    let f = frames.last().cloned().unwrap_or_default();
-    let line = f.line.filter(|&l| l != 0);
-    // With no line, binutils still names the CU file; that says nothing useful.
-    let file = if line.is_some() { f.file } else { None };
-    (f.function, file, line)
+/// Wall and CPU time of one timed stretch.
+#[derive(Clone, Copy)]
+struct Times {
+    wall: Duration,
+    cpu: Duration,
+}
+
+fn timeval(t: libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+}
+
+/// User + system time of this process (`RUSAGE_SELF`) or of its waited-for
+/// children (`RUSAGE_CHILDREN`).
+fn cpu(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut ru) };
+    timeval(ru.ru_utime) + timeval(ru.ru_stime)
+}
+
+/// Runs `f`, timing it by wall clock and by the CPU time of `who`.
+fn timed<T>(who: libc::c_int, f: impl FnOnce() -> T) -> (T, Times) {
+    let (w, c) = (Instant::now(), cpu(who));
+    let out = f();
+    let times = Times {
+        wall: w.elapsed(),
+        cpu: cpu(who).saturating_sub(c),
+    };
+    (out, times)
 }
 
 /// Runs `addr2line -a -f -i -C -e BIN` once over all addresses; returns the
-/// outer frame per address and the wall time including process start.
-fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Outer>, Duration)> {
+/// frames per address and its times including process start.
+fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Vec<Frame>>, Times)> {
+    let (out, times) = timed(libc::RUSAGE_CHILDREN, || addr2line_output(bin, addrs));
+    Some((parse_addr2line(&out?), times))
+}
+
+/// addr2line's standard output for `addrs`, fed on standard input.
+fn addr2line_output(bin: &Path, addrs: &[u64]) -> Option<String> {
     let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
-    let start = Instant::now();
     let mut child = Command::new("addr2line")
         .args(["-a", "-f", "-i", "-C", "-e"])
         .arg(bin)
@@ -56,9 +118,12 @@ fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Outer>, Duration)> {
         let _ = stdin.write_all(input.as_bytes());
     });
     let out = child.wait_with_output().ok()?;
-    let elapsed = start.elapsed();
     let _ = feeder.join();
-    let text = String::from_utf8_lossy(&out.stdout);
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Parses `addr2line -a -f -i` output into frames per address.
+fn parse_addr2line(text: &str) -> Vec<Vec<Frame>> {
     let mut res: Vec<Vec<Frame>> = Vec::new();
     let mut lines = text.lines();
     while let Some(l) = lines.next() {
@@ -71,13 +136,13 @@ fn run_addr2line(bin: &Path, addrs: &[u64]) -> Option<(Vec<Outer>, Duration)> {
         let (file, line) = loc.rsplit_once(':').unwrap_or((loc, "0"));
         if let Some(v) = res.last_mut() {
             v.push(Frame {
-                function: (l != "??").then(|| l.to_string()),
-                file: (file != "??").then(|| file.to_string()),
+                function: (l != "??").then(|| l.into()),
+                file: (file != "??").then(|| file.into()),
                 line: line.parse().ok(),
             });
         }
     }
-    Some((res.iter().map(|f| outer(f)).collect(), elapsed))
+    res.iter().map(|f| normalize(f)).collect()
 }
 
 /// binutils 2.40 prefixes a relative DW_AT_comp_dir twice (`./libio/./libio/x.c`
@@ -92,8 +157,119 @@ fn binutils_path_norm(p: &str) -> String {
     p.to_string()
 }
 
+/// How two answers for one address differ, from harmless to real.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Diff {
+    Same,
+    /// Only binutils' doubled relative comp_dir.
+    RelativeCompDir,
+    /// Same functions and lines, another file: binutils 2.40 names the wrong
+    /// file for code from #included .c files (see the
+    /// symbolize_code_from_included_file_against_source test).
+    FileOnly,
+    /// Function names, lines or the number of inlined frames differ.
+    Real,
+}
+
+fn diff(ours: &[Frame], theirs: &[Frame]) -> Diff {
+    if ours == theirs {
+        return Diff::Same;
+    }
+    if ours.len() != theirs.len() {
+        return Diff::Real;
+    }
+    let mut worst = Diff::Same;
+    for (o, t) in ours.iter().zip(theirs) {
+        let d = if o == t {
+            Diff::Same
+        } else if o.function != t.function || o.line != t.line {
+            Diff::Real
+        } else if o.file.as_deref().map(binutils_path_norm)
+            == t.file.as_deref().map(binutils_path_norm)
+        {
+            Diff::RelativeCompDir
+        } else {
+            Diff::FileOnly
+        };
+        worst = worst.max(d);
+    }
+    worst
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+/// `VmHWM`, `RssAnon` and `RssFile` of this process in KiB.
+fn memory_kb() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().trim_end_matches(" kB").to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "VmHWM {} RssAnon {} RssFile {}",
+        field("VmHWM:"),
+        field("RssAnon:"),
+        field("RssFile:")
+    )
+}
+
+fn addresses(funcs: &[&symbolizer::FunctionMatch], n: usize, seed: u64) -> Vec<u64> {
+    // Drawn uniformly over functions, then uniformly inside each.
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|_| {
+            let f = funcs[(rng.next() % funcs.len() as u64) as usize];
+            f.address + rng.next() % f.size
+        })
+        .collect()
+}
+
+/// One timed pass: every address symbolized and its frames kept.
+fn pass(s: &mut Symbolizer, bin: &Path, addrs: &[u64]) -> (Vec<Vec<Frame>>, Times) {
+    timed(libc::RUSAGE_SELF, || {
+        addrs
+            .iter()
+            .map(|&a| s.symbolize(bin, a).unwrap_or_default())
+            .collect()
+    })
+}
+
+fn compare(tag: &str, list: &str, addrs: &[u64], ours: &[Vec<Frame>], theirs: &[Vec<Frame>]) {
+    let mut counts = [0usize; 4];
+    let mut examples = Vec::new();
+    for ((a, o), t) in addrs.iter().zip(ours).zip(theirs) {
+        let d = diff(&normalize(o), t);
+        counts[d as usize] += 1;
+        if d == Diff::Real && examples.len() < 3 {
+            examples.push(format!("{a:#x}: ours {o:?} addr2line {t:?}"));
+        }
+    }
+    let differ = addrs.len() - counts[Diff::Same as usize];
+    println!("differ_{list}[{tag}]: {differ}");
+    println!(
+        "differ_only_relative_comp_dir_path_{list}[{tag}]: {}",
+        counts[Diff::RelativeCompDir as usize]
+    );
+    println!(
+        "differ_only_file_same_function_line_{list}[{tag}]: {}",
+        counts[Diff::FileOnly as usize]
+    );
+    println!(
+        "differ_function_line_or_depth_{list}[{tag}]: {}",
+        counts[Diff::Real as usize]
+    );
+    println!(
+        "identical_{list}[{tag}]: {}",
+        if differ == 0 { "yes" } else { "no" }
+    );
+    for e in examples {
+        println!("mismatch_example_{list}[{tag}]: {e}");
+    }
 }
 
 fn bench(bin: &Path, n: usize) {
@@ -103,116 +279,122 @@ fn bench(bin: &Path, n: usize) {
         .unwrap_or_default();
     println!("binary[{tag}]: {}", bin.display());
 
-    // (1) Indexing: all symbol tables merged, sorted and demangled.
-    let t = Instant::now();
-    let funcs = match list(&Target::Path(bin.to_path_buf()), None) {
+    let (funcs, index) = timed(libc::RUSAGE_SELF, || {
+        list(&Target::Path(bin.to_path_buf()), None)
+    });
+    let funcs = match funcs {
         Ok(f) => f,
         Err(e) => {
             println!("error[{tag}]: {e}");
             return;
         }
     };
-    println!("index_ms[{tag}]: {}", ms(t.elapsed()));
+    println!("index_ms[{tag}]: {}", ms(index.wall));
+    println!("index_cpu_ms[{tag}]: {}", ms(index.cpu));
     println!("functions[{tag}]: {}", funcs.len());
     let sized: Vec<_> = funcs.iter().filter(|f| f.size > 0).collect();
     if sized.is_empty() {
         println!("error[{tag}]: no sized functions");
         return;
     }
+    let list_a = addresses(&sized, n, 0x9e37_79b9_7f4a_7c15);
+    let list_b = addresses(&sized, n, 0x2545_f491_4f6c_dd1d);
+    let list_c = addresses(&sized, n, 0x5851_f42d_4c95_7f2d);
+    println!("addresses[{tag}]: {} per list", list_a.len());
 
-    // Addresses drawn uniformly over functions, then uniformly inside each.
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let addrs: Vec<u64> = (0..n)
-        .map(|_| {
-            let f = sized[(rng.next() % sized.len() as u64) as usize];
-            f.address + rng.next() % f.size
-        })
-        .collect();
-    println!("addresses[{tag}]: {}", addrs.len());
-
-    // (2) Cold pass builds the DWARF context and parses units on demand;
-    // the warm pass is what a long-running recorder sees.
     let mut s = Symbolizer::new();
-    let t = Instant::now();
-    let first = s.symbolize(bin, addrs[0]);
-    println!("dwarf_load_ms[{tag}]: {}", ms(t.elapsed()));
+    let (first, load) = timed(libc::RUSAGE_SELF, || s.symbolize(bin, list_a[0]));
+    println!("dwarf_load_ms[{tag}]: {}", ms(load.wall));
+    println!("dwarf_load_cpu_ms[{tag}]: {}", ms(load.cpu));
+    println!("memory_kb_after_load[{tag}]: {}", memory_kb());
     if let Err(e) = first {
         println!("error[{tag}]: {e}");
         return;
     }
-    let t = Instant::now();
-    for &a in &addrs {
-        let _ = s.symbolize(bin, a);
+    let (_, cold) = pass(&mut s, bin, &list_a);
+    let (ours_a, warm_same) = pass(&mut s, bin, &list_a);
+    let (_, warm_same_batch) = timed(libc::RUSAGE_SELF, || s.symbolize_batch(bin, &list_a));
+    let (ours_b, warm_other) = pass(&mut s, bin, &list_b);
+    let (ours_c, warm_other_batch) = timed(libc::RUSAGE_SELF, || s.symbolize_batch(bin, &list_c));
+    let ours_c = ours_c.unwrap_or_default();
+    println!("memory_kb_after_passes[{tag}]: {}", memory_kb());
+    for (name, t) in [
+        ("cold", cold),
+        ("warm_same", warm_same),
+        ("warm_same_batch", warm_same_batch),
+        ("warm_other", warm_other),
+        ("warm_other_batch", warm_other_batch),
+    ] {
+        println!("symbolizer_{name}_per_sec[{tag}]: {:.0}", rate(n, t.wall));
+        println!(
+            "symbolizer_{name}_per_cpu_sec[{tag}]: {:.0}",
+            rate(n, t.cpu)
+        );
     }
-    let cold = t.elapsed();
-    let t = Instant::now();
-    let ours: Vec<Outer> = addrs
-        .iter()
-        .map(|&a| outer(&s.symbolize(bin, a).unwrap_or_default()))
-        .collect();
-    let warm = t.elapsed();
-    let rate = |d: Duration| addrs.len() as f64 / d.as_secs_f64().max(1e-9);
-    println!("symbolizer_cold_per_sec[{tag}]: {:.0}", rate(cold));
-    println!("symbolizer_warm_per_sec[{tag}]: {:.0}", rate(warm));
 
-    match run_addr2line(bin, &addrs) {
-        Some((theirs, d)) if theirs.len() == addrs.len() => {
-            println!("addr2line_per_sec[{tag}]: {:.0}", rate(d));
-            println!(
-                "speedup_warm_vs_addr2line[{tag}]: {:.1}",
-                d.as_secs_f64() / warm.as_secs_f64().max(1e-9)
-            );
-            let mut mismatches = 0;
-            let mut path_only = 0;
-            let mut file_only = 0;
-            let mut examples: HashMap<usize, String> = HashMap::new();
-            for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
-                if o != t {
-                    mismatches += 1;
-                    let same_but_path = o.0 == t.0
-                        && o.2 == t.2
-                        && o.1.as_deref().map(binutils_path_norm)
-                            == t.1.as_deref().map(binutils_path_norm);
-                    path_only += usize::from(same_but_path);
-                    if same_but_path {
-                        continue;
-                    }
-                    // Same function and line, other file: binutils 2.40 names the
-                    // wrong file for code from #included .c files (see the
-                    // symbolize_code_from_included_file_against_source test).
-                    if o.0 == t.0 && o.2 == t.2 {
-                        file_only += 1;
-                        continue;
-                    }
-                    if examples.len() < 3 {
-                        examples.insert(i, format!("{:#x}: ours {o:?} addr2line {t:?}", addrs[i]));
-                    }
-                }
-            }
-            println!("outer_frame_mismatches[{tag}]: {mismatches}");
-            println!("mismatches_only_relative_comp_dir_path[{tag}]: {path_only}");
-            println!("mismatches_only_file_same_function_line[{tag}]: {file_only}");
-            println!(
-                "mismatches_function_or_line[{tag}]: {}",
-                mismatches - path_only - file_only
-            );
-            println!(
-                "identical[{tag}]: {}",
-                if mismatches == 0 { "yes" } else { "no" }
-            );
-            let mut ex: Vec<_> = examples.into_iter().collect();
-            ex.sort();
-            for (_, e) in ex {
-                println!("mismatch_example[{tag}]: {e}");
-            }
-        }
-        Some((theirs, _)) => println!(
-            "error[{tag}]: addr2line answered {} of {} addresses",
-            theirs.len(),
-            addrs.len()
-        ),
-        None => println!("error[{tag}]: could not run addr2line"),
+    let all: Vec<u64> = [&list_a, &list_b, &list_c]
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+    let (Some((theirs_a, a)), Some((theirs_all, abc))) =
+        (run_addr2line(bin, &list_a), run_addr2line(bin, &all))
+    else {
+        println!("error[{tag}]: could not run addr2line");
+        return;
+    };
+    if theirs_a.len() != n || theirs_all.len() != 3 * n {
+        println!("error[{tag}]: addr2line answered too few addresses");
+        return;
     }
+    let bc = Times {
+        wall: abc.wall.saturating_sub(a.wall),
+        cpu: abc.cpu.saturating_sub(a.cpu),
+    };
+    println!("addr2line_a_per_sec[{tag}]: {:.0}", rate(n, a.wall));
+    println!("addr2line_a_per_cpu_sec[{tag}]: {:.0}", rate(n, a.cpu));
+    println!(
+        "addr2line_bc_after_a_per_sec[{tag}]: {:.0}",
+        rate(2 * n, bc.wall)
+    );
+    println!(
+        "addr2line_bc_after_a_per_cpu_sec[{tag}]: {:.0}",
+        rate(2 * n, bc.cpu)
+    );
+    // Ratios of rates, wall (cpu).
+    let speedup = |ours: Times, theirs: Times, their_n: usize| {
+        let r = |o: Duration, t: Duration| rate(n, o) / rate(their_n, t);
+        format!(
+            "{:.1} ({:.1})",
+            r(ours.wall, theirs.wall),
+            r(ours.cpu, theirs.cpu)
+        )
+    };
+    // The goal's figure: warm symbolizer against addr2line on the same list.
+    println!(
+        "speedup_warm_same_vs_addr2line_a[{tag}]: {}",
+        speedup(warm_same, a, n)
+    );
+    println!(
+        "speedup_warm_same_batch_vs_addr2line_a[{tag}]: {}",
+        speedup(warm_same_batch, a, n)
+    );
+    // Both warm: addresses not asked before, for us and for addr2line.
+    println!(
+        "speedup_warm_other_vs_addr2line_bc_after_a[{tag}]: {}",
+        speedup(warm_other, bc, 2 * n)
+    );
+    println!(
+        "speedup_warm_other_batch_vs_addr2line_bc_after_a[{tag}]: {}",
+        speedup(warm_other_batch, bc, 2 * n)
+    );
+    compare(&tag, "a", &list_a, &ours_a, &theirs_a);
+    compare(&tag, "b", &list_b, &ours_b, &theirs_all[n..2 * n]);
+    compare(&tag, "c", &list_c, &ours_c, &theirs_all[2 * n..]);
+}
+
+fn rate(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64().max(1e-9)
 }
 
 fn main() {
@@ -239,6 +421,7 @@ fn main() {
             bins.push(PathBuf::from(&m[0].display_binary));
         }
     }
+    println!("memory_kb_at_start: {}", memory_kb());
     for b in &bins {
         bench(b, n);
     }

@@ -70,7 +70,7 @@ impl Binary {
                     || glob_match(func, &s.raw)
                     || (!n.no_params.is_empty() && glob_match(func, &n.no_params))
             } else {
-                func == n.display
+                func == &*n.display
                     || func == s.raw
                     || (!n.full.is_empty() && func == n.full)
                     || (!n.no_params.is_empty() && func == n.no_params)
@@ -88,7 +88,7 @@ impl Binary {
 
     pub fn suggest(&self, func: &str) -> Vec<String> {
         let names = self.symbols().names();
-        suggest(func, names.iter().map(|n| n.display.as_str()), 5)
+        suggest(func, names.iter().map(|n| &*n.display), 5)
     }
 
     pub fn function_match(
@@ -99,7 +99,7 @@ impl Binary {
     ) -> Result<FunctionMatch, Error> {
         let idx = self.symbols();
         let s = &idx.syms[i];
-        let name = idx.names()[i].display.clone();
+        let name = idx.names()[i].display.to_string();
         let off = self
             .elf
             .vaddr_to_offset(s.addr)

@@ -1,10 +1,13 @@
 //! Symbol demangling shared by matching and symbolization.
 
+use std::sync::Arc;
+
 /// The names a raw symbol may be known by.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Names {
     /// Preferred display name: Rust without the hash, C++ with its parameter list.
-    pub display: String,
+    /// Shared, because symbolized frames hand it out for every address.
+    pub display: Arc<str>,
     /// Full demangled form (Rust with hash); empty when identical to `display`.
     pub full: String,
     /// C++ name without parameters (`ns::Class::method`), empty if not C++.
@@ -30,13 +33,13 @@ fn demangle_unversioned(raw: &str) -> Names {
             // legacy symbols carry the `::h<hash>` that `{:#}` drops.
             if raw.starts_with("_ZN") && full == display {
                 return demangle_cpp(raw).unwrap_or_else(|| Names {
-                    display,
+                    display: display.into(),
                     ..Names::default()
                 });
             }
             return Names {
                 full: if full != display { full } else { String::new() },
-                display,
+                display: display.into(),
                 no_params: String::new(),
             };
         }
@@ -47,7 +50,7 @@ fn demangle_unversioned(raw: &str) -> Names {
         }
     }
     Names {
-        display: raw.to_string(),
+        display: raw.into(),
         ..Names::default()
     }
 }
@@ -66,7 +69,7 @@ fn demangle_cpp(raw: &str) -> Option<Names> {
                     .demangle_with_options(&opts.no_params())
                     .unwrap_or_default();
                 return Some(Names {
-                    display: format!("{full}{suffix}"),
+                    display: format!("{full}{suffix}").into(),
                     full: String::new(),
                     no_params: if no_params != full {
                         format!("{no_params}{suffix}")
@@ -81,7 +84,7 @@ fn demangle_cpp(raw: &str) -> Option<Names> {
 }
 
 /// Demangled display name for a name found in DWARF or a symbol table.
-pub(crate) fn display_name(raw: &str) -> String {
+pub(crate) fn display_name(raw: &str) -> Arc<str> {
     demangle(raw).display
 }
 
@@ -92,14 +95,14 @@ mod tests {
     #[test]
     fn rust_legacy_drops_hash() {
         let n = demangle("_ZN4core3fmt5write17h0123456789abcdefE");
-        assert_eq!(n.display, "core::fmt::write");
+        assert_eq!(&*n.display, "core::fmt::write");
         assert_eq!(n.full, "core::fmt::write::h0123456789abcdef");
     }
 
     #[test]
     fn cpp_keeps_params_and_no_params_alias() {
         let n = demangle("_ZN2ns5Class6methodEi");
-        assert_eq!(n.display, "ns::Class::method(int)");
+        assert_eq!(&*n.display, "ns::Class::method(int)");
         assert_eq!(n.no_params, "ns::Class::method");
     }
 
@@ -107,15 +110,15 @@ mod tests {
     fn rust_legacy_with_escapes() {
         let n = demangle("_ZN86_$LT$alloc..vec..into_iter..IntoIter$LT$T$C$A$GT$$u20$as$u20$core..ops..drop..Drop$GT$4drop17hfd85ef82cd8083e0E");
         assert_eq!(
-            n.display,
+            &*n.display,
             "<alloc::vec::into_iter::IntoIter<T,A> as core::ops::drop::Drop>::drop"
         );
     }
 
     #[test]
     fn c_passthrough() {
-        assert_eq!(demangle("malloc").display, "malloc");
-        assert_eq!(demangle("xdr_long@GLIBC_2.2.5").display, "xdr_long");
-        assert_eq!(demangle("_Zbogus").display, "_Zbogus");
+        assert_eq!(&*demangle("malloc").display, "malloc");
+        assert_eq!(&*demangle("xdr_long@GLIBC_2.2.5").display, "xdr_long");
+        assert_eq!(&*demangle("_Zbogus").display, "_Zbogus");
     }
 }

@@ -1,59 +1,86 @@
 //! DWARF access through addr2line: inlined frames, and declaration lines.
 
-use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use addr2line::{LookupContinuation, LookupResult, SplitDwarfLoad};
 use gimli::Reader;
-use object::{Object, ObjectSection};
 
 use crate::demangle::display_name;
-use crate::elf::ElfInfo;
+use crate::elf::{find_sup_file, ElfInfo};
+use crate::sections::{self, R};
 use crate::Frame;
-
-pub(crate) type R = gimli::EndianArcSlice<gimli::RunTimeEndian>;
-
-fn load_sections(elf: &ElfInfo, dwo: bool) -> Result<gimli::Dwarf<R>, gimli::Error> {
-    let f = elf.object();
-    let endian = if f.is_little_endian() {
-        gimli::RunTimeEndian::Little
-    } else {
-        gimli::RunTimeEndian::Big
-    };
-    let load = |id: gimli::SectionId| -> Result<R, gimli::Error> {
-        let name = if dwo { id.dwo_name() } else { Some(id.name()) };
-        // Copy (and decompress SHF_COMPRESSED / .zdebug) into an owned buffer so the
-        // reader does not borrow the mapping; only the sections addr2line asks for.
-        let data: Cow<'_, [u8]> = name
-            .and_then(|n| f.section_by_name(n))
-            .filter(|s| s.kind() != object::SectionKind::UninitializedData)
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or(Cow::Borrowed(&[]));
-        Ok(R::new(Arc::from(&*data), endian))
-    };
-    gimli::Dwarf::load(load)
-}
 
 /// A DWARF context for one binary (from the binary itself or its debug file).
 pub(crate) struct DwarfCtx {
     ctx: addr2line::Context<R>,
+    /// Demangled function names by the address of the raw name in the DWARF
+    /// data. Demangling dominated the cost of a lookup (each Rust frame is a
+    /// long legacy/v0 name, and one address often has several inlined frames),
+    /// while a trace hits the same few thousand functions again and again.
+    names: Interner,
+    /// File names by the address of addr2line's own copy, shared the same way.
+    files: Interner,
+}
+
+/// Strings derived from bytes that stay put for as long as the `DwarfCtx`
+/// lives (section buffers, any .dwo addr2line loaded, addr2line's parsed line
+/// tables), keyed by where those bytes are: cheaper to hash than the text, and
+/// a string stored twice merely gets two entries.
+#[derive(Default)]
+struct Interner(RefCell<HashMap<usize, Arc<str>, BuildHasherDefault<AddrHasher>>>);
+
+/// One multiply for an address key; the default SipHash showed in profiles.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        // Fibonacci hashing spreads the low bits into the high ones the
+        // table's control bytes are taken from.
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Interner {
+    fn get(&self, bytes: &[u8], make: impl FnOnce(&[u8]) -> Arc<str>) -> Arc<str> {
+        self.0
+            .borrow_mut()
+            .entry(bytes.as_ptr() as usize)
+            .or_insert_with(|| make(bytes))
+            .clone()
+    }
 }
 
 impl DwarfCtx {
     /// Loads DWARF from `elf`, plus the dwz supplementary file if one is linked and found.
     pub fn load(elf: &ElfInfo, root: &Path) -> Option<DwarfCtx> {
-        let mut dwarf = load_sections(elf, false).ok()?;
-        if let Some((alt, _id)) = &elf.debugaltlink {
-            let alt_path = resolve_altlink(&elf.path, alt, root);
-            if let Some(sup) = alt_path.and_then(|p| ElfInfo::open(&p).ok()) {
-                if let Ok(sup_dwarf) = load_sections(&sup, false) {
-                    dwarf.set_sup(sup_dwarf);
-                }
+        let mut dwarf = sections::load(elf, false).ok()?;
+        // dwz moved DIEs and strings shared between files into a supplementary
+        // file (DW_FORM_GNU_ref_alt / DW_FORM_GNU_strp_alt point there). Without
+        // it, names and inlined frames are lost, but lines still resolve.
+        if let Some(sup) = find_sup_file(elf, root) {
+            if let Ok(sup_dwarf) = sections::load(&sup, false) {
+                dwarf.set_sup(sup_dwarf);
             }
         }
         let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
-        Some(DwarfCtx { ctx })
+        Some(DwarfCtx {
+            ctx,
+            names: Interner::default(),
+            files: Interner::default(),
+        })
     }
 
     fn run<L>(&self, mut r: LookupResult<L>) -> L::Output
@@ -77,13 +104,15 @@ impl DwarfCtx {
             return out;
         };
         while let Ok(Some(f)) = iter.next() {
-            let function = f
-                .function
-                .as_ref()
-                .and_then(|n| n.raw_name().ok())
-                .map(|n| display_name(n.as_ref()));
+            let function = f.function.as_ref().map(|n| {
+                self.names
+                    .get(&n.name, |raw| display_name(&String::from_utf8_lossy(raw)))
+            });
             let (file, line) = match f.location {
-                Some(l) => (l.file.map(str::to_string), l.line),
+                Some(l) => {
+                    let file = l.file.map(|p| self.files.get(p.as_bytes(), |_| p.into()));
+                    (file, l.line)
+                }
                 None => (None, None),
             };
             out.push(Frame {
@@ -111,41 +140,77 @@ impl DwarfCtx {
         while let Ok(Some(f)) = iter.next() {
             last = f.dw_die_offset;
         }
-        let offset = last?;
         let unit = self.run(self.ctx.find_dwarf_and_unit(vaddr))?;
-        let mut entry = unit.entry(offset).ok()?;
-        // Out-of-line instances and C++ member definitions keep decl_* on the
-        // abstract origin / specification DIE.
-        // A C++ member definition carries its own decl_line but inherits
-        // decl_file from the in-class declaration, so take each separately.
-        let (mut file, mut line) = (None, None);
-        for _ in 0..4 {
-            if file.is_none() {
-                file = match entry.attr_value(gimli::DW_AT_decl_file) {
-                    Some(gimli::AttributeValue::FileIndex(i)) => Some(i),
-                    Some(v) => v.udata_value(),
-                    None => None,
-                };
-            }
-            if line.is_none() {
-                line = entry
-                    .attr_value(gimli::DW_AT_decl_line)
-                    .and_then(|v| v.udata_value());
-            }
-            if let (Some(file), Some(line)) = (file, line) {
-                let name = file_name(unit, file)?;
-                return Some(format!("{name}:{line}"));
-            }
-            let next = entry
-                .attr_value(gimli::DW_AT_abstract_origin)
-                .or_else(|| entry.attr_value(gimli::DW_AT_specification));
-            match next {
-                Some(gimli::AttributeValue::UnitRef(o)) => entry = unit.entry(o).ok()?,
-                _ => return None,
-            }
-        }
-        None
+        decl(unit, last?, None, None, 0)
     }
+}
+
+/// "file:line" declared for the DIE at `offset`. Out-of-line instances and
+/// C++ member definitions keep decl_* on the abstract origin / specification
+/// DIE; a C++ member definition carries its own decl_line but inherits
+/// decl_file from the in-class declaration, so each is taken separately (and
+/// the file named through the line table of the unit it was found in). dwz may
+/// have moved the DIE referred to into the supplementary file.
+fn decl(
+    unit: gimli::UnitRef<'_, R>,
+    offset: gimli::UnitOffset,
+    mut file: Option<String>,
+    mut line: Option<u64>,
+    depth: u32,
+) -> Option<String> {
+    let entry = unit.entry(offset).ok()?;
+    if file.is_none() {
+        let index = match entry.attr_value(gimli::DW_AT_decl_file) {
+            Some(gimli::AttributeValue::FileIndex(i)) => Some(i),
+            Some(v) => v.udata_value(),
+            None => None,
+        };
+        file = index.and_then(|i| file_name(unit, i));
+    }
+    if line.is_none() {
+        line = entry
+            .attr_value(gimli::DW_AT_decl_line)
+            .and_then(|v| v.udata_value());
+    }
+    if let (Some(file), Some(line)) = (&file, line) {
+        return Some(format!("{file}:{line}"));
+    }
+    if depth >= 4 {
+        return None;
+    }
+    let next = entry
+        .attr_value(gimli::DW_AT_abstract_origin)
+        .or_else(|| entry.attr_value(gimli::DW_AT_specification));
+    match next? {
+        gimli::AttributeValue::UnitRef(o) => decl(unit, o, file, line, depth + 1),
+        gimli::AttributeValue::DebugInfoRefSup(o) => {
+            let sup = unit.dwarf.sup()?;
+            let (sup_unit, o) = unit_containing(sup, o)?;
+            decl(
+                gimli::UnitRef::new(sup, &sup_unit),
+                o,
+                file,
+                line,
+                depth + 1,
+            )
+        }
+        _ => None,
+    }
+}
+
+/// The unit of `dwarf` whose entries hold `offset` (a linear scan: only for
+/// the few declarations a listing asks for).
+fn unit_containing(
+    dwarf: &gimli::Dwarf<R>,
+    offset: gimli::DebugInfoOffset,
+) -> Option<(gimli::Unit<R>, gimli::UnitOffset)> {
+    let mut headers = dwarf.units();
+    while let Ok(Some(header)) = headers.next() {
+        if let Some(o) = offset.to_unit_offset(&header) {
+            return Some((dwarf.unit(header).ok()?, o));
+        }
+    }
+    None
 }
 
 fn file_name(unit: gimli::UnitRef<'_, R>, index: u64) -> Option<String> {
@@ -167,18 +232,6 @@ fn file_name(unit: gimli::UnitRef<'_, R>, index: u64) -> Option<String> {
     Some(path.to_string_lossy().into_owned())
 }
 
-fn resolve_altlink(debug_path: &Path, alt: &str, root: &Path) -> Option<PathBuf> {
-    let alt_p = Path::new(alt);
-    let mut cands = Vec::new();
-    if alt_p.is_absolute() {
-        cands.push(root.join(alt_p.strip_prefix("/").ok()?));
-        cands.push(alt_p.to_path_buf());
-    } else if let Some(dir) = debug_path.parent() {
-        cands.push(dir.join(alt_p));
-    }
-    cands.into_iter().find(|p| p.is_file())
-}
-
 /// Loads a split-DWARF .dwo file that a skeleton unit points at.
 fn load_dwo(load: &SplitDwarfLoad<R>) -> Option<Arc<gimli::Dwarf<R>>> {
     let mut path = PathBuf::new();
@@ -187,7 +240,7 @@ fn load_dwo(load: &SplitDwarfLoad<R>) -> Option<Arc<gimli::Dwarf<R>>> {
     }
     path.push(&*load.path.as_ref()?.to_string_lossy().ok()?);
     let elf = ElfInfo::open(&path).ok()?;
-    let mut dwarf = load_sections(&elf, true).ok()?;
+    let mut dwarf = sections::load(&elf, true).ok()?;
     dwarf.make_dwo(&load.parent);
     Some(Arc::new(dwarf))
 }

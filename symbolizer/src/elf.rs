@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use memmap2::Mmap;
 use object::elf;
@@ -43,7 +43,8 @@ pub(crate) struct Segment {
 /// One parsed ELF file with the metadata we need up front.
 pub(crate) struct ElfInfo {
     pub path: PathBuf,
-    pub bytes: Bytes,
+    /// Shared with the DWARF sections read straight from the mapping.
+    pub bytes: Arc<Bytes>,
     pub loads: Vec<Segment>,
     pub build_id: Option<String>,
     pub debuglink: Option<String>,
@@ -147,7 +148,7 @@ impl ElfInfo {
         };
         Ok(ElfInfo {
             path,
-            bytes,
+            bytes: Arc::new(bytes),
             loads,
             build_id,
             debuglink,
@@ -396,4 +397,112 @@ pub(crate) fn find_debug_file(bin: &ElfInfo, display: &Path, root: &Path) -> Opt
         }
     }
     None
+}
+
+/// Where the dwz supplementary file named by `.gnu_debugaltlink` of `debug`
+/// may be, in order. The link is absolute (Debian:
+/// `/usr/lib/debug/.dwz/<triplet>/<package>.debug`) or relative to the debug
+/// file's real location (Fedora: `../../.dwz/<package>` from a debug file that
+/// a `.build-id` symlink points at); a file seen in a container's root or moved
+/// elsewhere may still be found by its build-id or under `.dwz`.
+pub(crate) fn sup_file_candidates(
+    debug_path: &Path,
+    alt: &str,
+    build_id: &str,
+    root: &Path,
+) -> Vec<PathBuf> {
+    let roots: Vec<&Path> = if root == Path::new("/") {
+        vec![root]
+    } else {
+        vec![root, Path::new("/")]
+    };
+    let alt_p = Path::new(alt);
+    let mut out = Vec::new();
+    if let Ok(rel) = alt_p.strip_prefix("/") {
+        out.extend(roots.iter().map(|r| r.join(rel)));
+    } else {
+        let dirs = [
+            debug_path.parent().map(Path::to_path_buf),
+            std::fs::canonicalize(debug_path)
+                .ok()
+                .and_then(|p| p.parent().map(Path::to_path_buf)),
+        ];
+        out.extend(dirs.into_iter().flatten().map(|d| d.join(alt_p)));
+    }
+    if build_id.len() > 2 {
+        for r in &roots {
+            out.push(r.join(format!(
+                "usr/lib/debug/.build-id/{}/{}.debug",
+                &build_id[..2],
+                &build_id[2..]
+            )));
+        }
+    }
+    // The part after `.dwz/` keeps Debian's per-triplet directory.
+    let under_dwz = alt
+        .rsplit_once("/.dwz/")
+        .map(|(_, tail)| tail)
+        .or_else(|| alt_p.file_name().and_then(|n| n.to_str()));
+    if let Some(tail) = under_dwz {
+        out.extend(
+            roots
+                .iter()
+                .map(|r| r.join("usr/lib/debug/.dwz").join(tail)),
+        );
+    }
+    let mut seen = HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
+    out
+}
+
+/// The dwz supplementary file of `debug`, if it links one and it is found with
+/// the build-id the link expects (another file would give wrong names silently).
+pub(crate) fn find_sup_file(debug: &ElfInfo, root: &Path) -> Option<ElfInfo> {
+    let (alt, id) = debug.debugaltlink.as_ref()?;
+    sup_file_candidates(&debug.path, alt, id, root)
+        .into_iter()
+        .filter(|c| c.is_file())
+        .filter_map(|c| ElfInfo::open(&c).ok())
+        .find(|sup| sup.build_id.is_none() || sup.build_id.as_deref() == Some(id.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sup_file_places() {
+        let c = |debug: &str, alt: &str, root: &str| {
+            sup_file_candidates(Path::new(debug), alt, "abcdef", Path::new(root))
+        };
+        // Debian: absolute, under the target's root first.
+        assert_eq!(
+            c(
+                "/usr/lib/debug/.build-id/12/34.debug",
+                "/usr/lib/debug/.dwz/x86_64-linux-gnu/libc6.debug",
+                "/proc/7/root"
+            ),
+            [
+                "/proc/7/root/usr/lib/debug/.dwz/x86_64-linux-gnu/libc6.debug",
+                "/usr/lib/debug/.dwz/x86_64-linux-gnu/libc6.debug",
+                "/proc/7/root/usr/lib/debug/.build-id/ab/cdef.debug",
+                "/usr/lib/debug/.build-id/ab/cdef.debug",
+            ]
+            .map(PathBuf::from)
+        );
+        // Fedora: relative to the debug file; then by build-id, then under .dwz.
+        assert_eq!(
+            c(
+                "/nonexistent/usr/bin/x.debug",
+                "../../.dwz/x-1.0.x86_64",
+                "/"
+            ),
+            [
+                "/nonexistent/usr/bin/../../.dwz/x-1.0.x86_64",
+                "/usr/lib/debug/.build-id/ab/cdef.debug",
+                "/usr/lib/debug/.dwz/x-1.0.x86_64",
+            ]
+            .map(PathBuf::from)
+        );
+    }
 }

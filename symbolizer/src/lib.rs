@@ -17,10 +17,12 @@ mod dwarf;
 mod elf;
 mod glob;
 mod probe;
+mod sections;
 mod symbolize;
 mod target;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use symbolize::Symbolizer;
 
@@ -73,12 +75,16 @@ pub struct FunctionMatch {
 }
 
 /// One frame of a symbolized address.
+///
+/// Names are shared with the symbolizer's caches: a trace names the same
+/// functions and files over and over, and copying them per frame was a
+/// large part of a lookup's cost.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Frame {
     /// Demangled function name.
-    pub function: Option<String>,
+    pub function: Option<Arc<str>>,
     /// Source file.
-    pub file: Option<String>,
+    pub file: Option<Arc<str>>,
     /// Source line.
     pub line: Option<u32>,
 }

@@ -276,6 +276,72 @@ pub struct ReadelfSym {
     pub name: String,
 }
 
+/// Two builds each of prog.c and cpp.cc (-O2 and -O1) whose separate debug
+/// files went through `dwz -m`: all point through `.gnu_debugaltlink` into one
+/// supplementary file holding their shared DIEs and strings
+/// (DW_FORM_GNU_ref_alt, DW_FORM_GNU_strp_alt); C++ method definitions reach
+/// their in-class declarations there. The binaries keep .symtab and a debuglink.
+pub struct DwzFixtures {
+    pub dir: PathBuf,
+    /// (dwz'd binary, the same build untouched)
+    pub pairs: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Built on first use, so that only the dwz test needs the `dwz` tool.
+pub fn dwz_fixtures() -> &'static DwzFixtures {
+    static F: OnceLock<DwzFixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let found = Command::new("dwz")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        assert!(
+            found,
+            "`dwz` is not installed; this test needs it (Debian package `dwz`: apt-get install dwz)"
+        );
+        let dir = fixtures().dir.join("dwz");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = |n: &str| fixture_src(n).to_string_lossy().into_owned();
+        let mut pairs = Vec::new();
+        let builds = [
+            ("a", "gcc", "-O2", "prog.c"),
+            ("b", "gcc", "-O1", "prog.c"),
+            ("c", "g++", "-O2", "cpp.cc"),
+            ("d", "g++", "-O1", "cpp.cc"),
+        ];
+        for (name, cc, opt, file) in builds {
+            let orig = format!("{name}_orig");
+            run(Command::new(cc)
+                .current_dir(&dir)
+                .args(["-g", opt, &src(file), "-o", &orig]));
+            std::fs::copy(dir.join(&orig), dir.join(name)).unwrap();
+            let debug = format!("{name}.debug");
+            run(Command::new("objcopy").current_dir(&dir).args([
+                "--only-keep-debug",
+                name,
+                &debug,
+            ]));
+            pairs.push((dir.join(name), dir.join(orig)));
+        }
+        // A relative name is stored as is: found next to the debug files.
+        let debug_files = builds.map(|b| format!("{}.debug", b.0));
+        run(Command::new("dwz")
+            .current_dir(&dir)
+            .args(["-m", "common.debug"])
+            .args(&debug_files));
+        // Debuglinks last: their CRC covers the debug file as dwz left it.
+        for (name, ..) in builds {
+            let link = format!("--add-gnu-debuglink={name}.debug");
+            run(Command::new("objcopy")
+                .current_dir(&dir)
+                .args(["--strip-debug", &link, name]));
+        }
+        DwzFixtures { dir, pairs }
+    })
+}
+
 /// FUNC symbols of .symtab (or .dynsym with `dynamic`), from readelf.
 pub fn readelf_funcs(bin: &Path, dynamic: bool) -> Vec<ReadelfSym> {
     let out = run(Command::new("readelf").args([
