@@ -271,6 +271,7 @@ impl<'a> EventChunkDecoder<'a> {
         self.remaining
     }
 
+    #[cold]
     fn corrupt(&self, what: &str) -> Error {
         Error::Corrupt {
             offset: self.offset,
@@ -278,7 +279,28 @@ impl<'a> EventChunkDecoder<'a> {
         }
     }
 
+    /// Decodes one varint. This is the inner loop of every trace reader: the common case
+    /// (10 bytes or more left, so no byte needs a bounds check of its own) is inlined, and
+    /// anything else (the end of the chunk, a malformed value) takes [`Self::u64_slow`],
+    /// which also makes the error messages.
+    #[inline(always)]
     fn u64(&mut self) -> Result<u64> {
+        if let Some(bytes) = self.buf.get(self.pos..self.pos + 10) {
+            let mut v: u64 = 0;
+            for (i, &byte) in bytes.iter().enumerate() {
+                v |= ((byte & 0x7f) as u64) << (7 * i);
+                if byte & 0x80 == 0 {
+                    self.pos += i + 1;
+                    return Ok(v);
+                }
+            }
+        }
+        self.u64_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn u64_slow(&mut self) -> Result<u64> {
         let mut v: u64 = 0;
         let mut shift = 0;
         loop {
@@ -298,11 +320,13 @@ impl<'a> EventChunkDecoder<'a> {
         }
     }
 
+    #[inline(always)]
     fn u32(&mut self) -> Result<u32> {
         let v = self.u64()?;
         u32::try_from(v).map_err(|_| self.corrupt("value out of range"))
     }
 
+    #[inline(always)]
     fn i64(&mut self) -> Result<i64> {
         let v = self.u64()?;
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
@@ -324,6 +348,7 @@ impl<'a> EventChunkDecoder<'a> {
         Ok(Comm(c))
     }
 
+    #[inline]
     fn decode(&mut self) -> Result<Record> {
         let code = *self
             .buf
@@ -381,6 +406,8 @@ impl<'a> EventChunkDecoder<'a> {
 
 impl Iterator for EventChunkDecoder<'_> {
     type Item = Result<Record>;
+    // Inlined into the readers' loops (across crates), with the varint decoding.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
             return None;

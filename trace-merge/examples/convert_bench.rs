@@ -7,7 +7,7 @@
 //! process so that each peak RSS (VmHWM) is its own.
 
 mod synth;
-use synth::{label, synthesize, vm_hwm_kib};
+use synth::{label, process_cpu_ns, synthesize, thread_cpu_ns, vm_hwm_kib};
 
 use std::time::Instant;
 
@@ -24,9 +24,14 @@ fn run(n: u64) {
     let size = std::fs::metadata(&input).map(|m| m.len()).unwrap_or(0);
 
     let t1 = Instant::now();
+    let (c0, p0) = (thread_cpu_ns(), process_cpu_ns());
     let report =
         trace_merge::convert_paraver(&[input], &dir.path().join("bench"), true).expect("convert");
     let secs = t1.elapsed().as_secs_f64();
+    let (c1, p1) = (thread_cpu_ns(), process_cpu_ns());
+    // The converting thread's own CPU time, and the rest of the process's (the formatter).
+    let main_cpu = (c1.0 - c0.0) as f64 / 1e9;
+    let other_cpu = ((p1 - p0) as f64 / 1e9 - main_cpu).max(0.0);
     let prv = std::fs::metadata(dir.path().join("bench.prv")).map_or(0, |m| m.len());
     let l = label(n);
     println!("{l} records: {}", report.records_in);
@@ -34,6 +39,12 @@ fn run(n: u64) {
     println!("{l} synthesize s: {gen:.3}");
     println!("{l} convert s: {secs:.3}");
     println!("{l} events/s: {:.0}", report.records_in as f64 / secs);
+    // Without other load, a conversion takes about as long as its busier thread.
+    println!(
+        "{l} CPU s: converting thread {main_cpu:.3} (waited for a CPU: {:.3}), formatter ~{other_cpu:.2}; events/s per busier thread's CPU s: {:.0}",
+        (c1.1 - c0.1) as f64 / 1e9,
+        report.records_in as f64 / main_cpu.max(other_cpu),
+    );
     println!("{l} prv bytes: {prv}");
     println!(
         "{l} prv lines: {} states, {} events, {} comms",

@@ -9,7 +9,7 @@
 //! (VmHWM) is its own: memory flat in N means the two peaks are close.
 
 mod synth;
-use synth::{label, synthesize, vm_hwm_kib};
+use synth::{label, synthesize, thread_cpu_ns, vm_hwm_kib};
 
 use std::time::Instant;
 
@@ -30,6 +30,7 @@ fn run(n: u64) {
 
     // The floor: merge and state machine alone.
     let t0 = Instant::now();
+    let c0 = thread_cpu_ns();
     let merger = Merger::open(std::slice::from_ref(&input), MergeOptions::default()).expect("open");
     let mut tl = Timeline::new(merger);
     let mut items = 0u64;
@@ -38,11 +39,16 @@ fn run(n: u64) {
     }
     let records = tl.stats().records;
     let floor = t0.elapsed().as_secs_f64();
+    let c1 = thread_cpu_ns();
     drop(tl);
 
     let t1 = Instant::now();
+    let c2 = thread_cpu_ns();
     let s = summarize(std::slice::from_ref(&input)).expect("summarize");
     let secs = t1.elapsed().as_secs_f64();
+    let c3 = thread_cpu_ns();
+    let floor_cpu = (c1.0 - c0.0) as f64 / 1e9;
+    let cpu = (c3.0 - c2.0) as f64 / 1e9;
     let mut out = Vec::new();
     render(&s, &SummaryOptions::default(), &mut out).expect("render");
 
@@ -54,6 +60,14 @@ fn run(n: u64) {
     );
     println!("{l} summarize s: {secs:.3}");
     println!("{l} events/s: {:.0}", s.records as f64 / secs);
+    // Rates per second on the CPU, and the time spent waiting for one (other load).
+    println!(
+        "{l} on-CPU events/s: merge+timeline {:.0}, summarize {:.0} (waited for a CPU: {:.3} s, {:.3} s)",
+        records as f64 / floor_cpu,
+        s.records as f64 / cpu,
+        (c1.1 - c0.1) as f64 / 1e9,
+        (c3.1 - c2.1) as f64 / 1e9,
+    );
     println!(
         "{l} aggregation alone ns/event: {:.1}",
         (secs - floor).max(0.0) * 1e9 / records as f64

@@ -317,6 +317,10 @@ impl Merger {
     }
 
     /// The next record in time order, `None` at the end of all inputs.
+    ///
+    /// Inlined into the consumer's loop: the common case is a heap top that is already
+    /// safe to emit; reading chunks ([`Merger::advance`]) is out of line.
+    #[inline]
     pub fn next_record(&mut self) -> Result<Option<Merged>> {
         loop {
             match self.heap.peek() {
@@ -327,6 +331,7 @@ impl Merger {
         }
     }
 
+    #[inline]
     fn pop(&mut self, c: u32) -> Merged {
         let cur = &mut self.cursors[c as usize];
         let rec = cur.buf[cur.pos];
@@ -365,6 +370,7 @@ impl Merger {
 
     /// Makes progress towards emitting the smallest head: raises the safe time, or reads
     /// one more chunk from the file that holds it back, or notes that all files ended.
+    #[inline(never)]
     fn advance(&mut self) -> Result<()> {
         let mut safe = u64::MAX;
         let mut holder = None;

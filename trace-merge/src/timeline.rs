@@ -18,7 +18,7 @@
 //! - every hand-off [`Link`] goes from the accept of a connection to a later operation on
 //!   that connection by another thread.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use trace_file::Event;
@@ -301,6 +301,9 @@ pub(crate) fn key(a: u32, b: u32) -> u64 {
     (a as u64) << 32 | b as u64
 }
 
+/// A [`key`] no thread has (no trace has 2^32 - 1 sources).
+const NO_KEY: u64 = u64::MAX;
+
 #[derive(Clone, Copy)]
 struct Pending {
     from: ThreadRef,
@@ -348,7 +351,15 @@ pub struct Timeline {
     /// Accepted connections no other thread has operated on yet.
     handoffs: FastMap<u32, Pending>,
     next_conn: u32,
-    out: VecDeque<Item>,
+    /// Items of the current record (or of the start or the end): `out[taken..]` are
+    /// still to be returned. A plain vector, emptied when all are taken, keeps the
+    /// per-item cost of the queue to an index increment.
+    out: Vec<Item>,
+    taken: usize,
+    /// Per global CPU: (key of (source, tid), thread) of the last thread looked up as
+    /// running there. Nearly every record is its CPU's running thread, so this spares the
+    /// map lookup; entries of a key are dropped when the key is registered again.
+    on_cpu: Vec<(u64, ThreadRef)>,
     now: u64,
     end: Option<u64>,
     stats: TimelineStats,
@@ -368,7 +379,9 @@ impl Timeline {
             fds: FastMap::default(),
             handoffs: FastMap::default(),
             next_conn: 1,
-            out: VecDeque::new(),
+            out: Vec::new(),
+            taken: 0,
+            on_cpu: Vec::new(),
             now: 0,
             end: None,
             stats: TimelineStats::default(),
@@ -429,17 +442,33 @@ impl Timeline {
     }
 
     /// The next item, `None` once everything has been closed at the end of the trace.
+    ///
+    /// Inlined into the consumer's loop: most calls only take a queued item.
+    #[inline]
     pub fn next_item(&mut self) -> Result<Option<Item>> {
+        if let Some(&it) = self.out.get(self.taken) {
+            self.taken += 1;
+            return Ok(Some(it));
+        }
+        self.refill()
+    }
+
+    /// Feeds records until some produce items, and returns the first of them.
+    #[inline(never)]
+    fn refill(&mut self) -> Result<Option<Item>> {
+        self.out.clear();
+        self.taken = 0;
         loop {
-            if let Some(it) = self.out.pop_front() {
-                return Ok(Some(it));
-            }
             if self.end.is_some() {
                 return Ok(None);
             }
             match self.merger.next_record()? {
                 Some(m) => self.feed(&m),
                 None => self.finish(),
+            }
+            if let Some(&it) = self.out.first() {
+                self.taken = 1;
+                return Ok(Some(it));
             }
         }
     }
@@ -477,7 +506,7 @@ impl Timeline {
     /// [`Timeline::min_open_since`] and [`Timeline::oldest_pending_link`] describe the
     /// state after all of them, so a writer consults them only when this is false.
     pub fn has_queued(&self) -> bool {
-        !self.out.is_empty()
+        self.taken < self.out.len()
     }
 
     /// The earliest begin of an open state interval (`u64::MAX` when none).
@@ -505,7 +534,7 @@ impl Timeline {
             Event::FuncEntry { func } => {
                 let r = self.acting(m);
                 self.rt[r as usize].stack.push((func, t));
-                self.out.push_back(Item::FuncEntry {
+                self.out.push(Item::FuncEntry {
                     thread: r,
                     time: t,
                     cpu: m.cpu,
@@ -521,7 +550,7 @@ impl Timeline {
                         while th.stack.len() > i + 1 {
                             let (f, b) = th.stack.pop().unwrap_or_default();
                             let depth = th.stack.len() as u32;
-                            self.out.push_back(Item::Func(Span {
+                            self.out.push(Item::Func(Span {
                                 thread: r,
                                 func: f,
                                 begin: b,
@@ -533,7 +562,7 @@ impl Timeline {
                             }));
                         }
                         let (f, b) = th.stack.pop().unwrap_or_default();
-                        self.out.push_back(Item::Func(Span {
+                        self.out.push(Item::Func(Span {
                             thread: r,
                             func: f,
                             begin: b,
@@ -576,7 +605,7 @@ impl Timeline {
                     conn,
                 };
                 self.rt[r as usize].sys = Some(open);
-                self.out.push_back(Item::SyscallEntry(SyscallEntry {
+                self.out.push(Item::SyscallEntry(SyscallEntry {
                     thread: r,
                     time: t,
                     cpu: m.cpu,
@@ -604,7 +633,7 @@ impl Timeline {
                 next_tid,
                 prev_state,
             } => {
-                if let Some(r) = self.lookup(m.source, m.tid) {
+                if let Some(r) = self.lookup_on_cpu(m.source, m.tid, m.cpu) {
                     let s = ThreadState::from_prev_state(prev_state);
                     self.set_state(r, s, t, None);
                     if s == ThreadState::Exited {
@@ -614,12 +643,12 @@ impl Timeline {
                         }
                     }
                 }
-                if let Some(r) = self.lookup(m.source, next_tid) {
+                if let Some(r) = self.lookup_on_cpu(m.source, next_tid, m.cpu) {
                     self.run(r, t, m.cpu);
                 }
             }
             Event::Wakeup { wakee, .. } => {
-                let waker = self.lookup(m.source, m.tid);
+                let waker = self.lookup_on_cpu(m.source, m.tid, m.cpu);
                 if let Some(w) = waker {
                     self.run(w, t, m.cpu);
                 }
@@ -767,7 +796,7 @@ impl Timeline {
             if let Some(p) = self.handoffs.get(&c).copied() {
                 if p.from != r {
                     self.stats.handoff_links += 1;
-                    self.out.push_back(Item::Link(Link {
+                    self.out.push(Item::Link(Link {
                         kind: LinkKind::Handoff { conn: c },
                         from: p.from,
                         send: p.send,
@@ -783,7 +812,7 @@ impl Timeline {
                 }
             }
         }
-        self.out.push_back(Item::Syscall(SyscallSpan {
+        self.out.push(Item::Syscall(SyscallSpan {
             thread: r,
             nr,
             begin: o.begin,
@@ -813,7 +842,7 @@ impl Timeline {
     }
 
     fn close_sys(&mut self, r: ThreadRef, o: OpenSys, t: u64, cpu: Option<u32>, kind: SpanEnd) {
-        self.out.push_back(Item::Syscall(SyscallSpan {
+        self.out.push(Item::Syscall(SyscallSpan {
             thread: r,
             nr: o.nr,
             begin: o.begin,
@@ -841,7 +870,7 @@ impl Timeline {
         kind: SpanEnd,
     ) {
         while let Some((func, begin)) = stack.pop() {
-            self.out.push_back(Item::Func(Span {
+            self.out.push(Item::Func(Span {
                 thread: r,
                 func,
                 begin,
@@ -875,7 +904,7 @@ impl Timeline {
             }
             if th.since < end {
                 let m = &self.threads[r as usize];
-                self.out.push_back(Item::State(StateInterval {
+                self.out.push(Item::State(StateInterval {
                     thread: r,
                     tid: m.tid,
                     tgid: m.tgid,
@@ -890,6 +919,7 @@ impl Timeline {
         self.end = Some(end);
     }
 
+    #[inline]
     fn lookup(&self, source: u32, tid: u32) -> Option<ThreadRef> {
         if tid == 0 {
             return None;
@@ -897,10 +927,30 @@ impl Timeline {
         self.by_tid.get(&key(source, tid)).copied()
     }
 
+    /// [`Timeline::lookup`] of a thread running on `cpu`, through the per-CPU cache.
+    #[inline]
+    fn lookup_on_cpu(&mut self, source: u32, tid: u32, cpu: u32) -> Option<ThreadRef> {
+        let k = key(source, tid);
+        if let Some(&(ck, r)) = self.on_cpu.get(cpu as usize) {
+            // (tid 0 is never cached: `lookup` finds nothing for it.)
+            if ck == k {
+                return Some(r);
+            }
+        }
+        let r = self.lookup(source, tid)?;
+        let c = cpu as usize;
+        if self.on_cpu.len() <= c {
+            self.on_cpu.resize(c + 1, (NO_KEY, 0));
+        }
+        self.on_cpu[c] = (k, r);
+        Some(r)
+    }
+
     /// The thread of a record that only a running, traced thread produces: registers it
     /// at first sight and corrects its state to running on the record's CPU.
+    #[inline]
     fn acting(&mut self, m: &Merged) -> ThreadRef {
-        let r = match self.lookup(m.source, m.tid) {
+        let r = match self.lookup_on_cpu(m.source, m.tid, m.cpu) {
             Some(r) => r,
             None => {
                 let tgid = self.guess_tgid(m.source, m.tid);
@@ -914,6 +964,7 @@ impl Timeline {
     }
 
     /// Thread `r` runs on `cpu` from `t`: a pending wakeup link is received.
+    #[inline]
     fn run(&mut self, r: ThreadRef, t: u64, cpu: u32) {
         let th = &self.rt[r as usize];
         if th.state == ThreadState::Running && th.cpu == Some(cpu) {
@@ -922,7 +973,7 @@ impl Timeline {
         self.set_state(r, ThreadState::Running, t, Some(cpu));
         if let Some(w) = self.rt[r as usize].wake.take() {
             self.stats.wakeup_links += 1;
-            self.out.push_back(Item::Link(Link {
+            self.out.push(Item::Link(Link {
                 kind: LinkKind::Wakeup,
                 from: w.from,
                 send: w.send,
@@ -944,7 +995,7 @@ impl Timeline {
         let t = t.max(th.since);
         if t > th.since {
             let m = &self.threads[r as usize];
-            self.out.push_back(Item::State(StateInterval {
+            self.out.push(Item::State(StateInterval {
                 thread: r,
                 tid: m.tid,
                 tgid: m.tgid,
@@ -958,7 +1009,7 @@ impl Timeline {
         th.cpu = cpu;
         th.since = t;
         if let (ThreadState::Running, Some(cpu)) = (state, cpu) {
-            self.out.push_back(Item::OnCpu {
+            self.out.push(Item::OnCpu {
                 thread: r,
                 time: t,
                 cpu,
@@ -1000,11 +1051,19 @@ impl Timeline {
             sys: None,
             wake: None,
         });
-        self.by_tid.insert(key(source, tid), r);
+        let k = key(source, tid);
+        if self.by_tid.insert(k, r).is_some() {
+            // A reused tid: its cached thread is the old one.
+            for e in &mut self.on_cpu {
+                if e.0 == k {
+                    *e = (NO_KEY, 0);
+                }
+            }
+        }
         self.stats.threads += 1;
-        self.out.push_back(Item::Thread(r));
+        self.out.push(Item::Thread(r));
         if t > 0 {
-            self.out.push_back(Item::State(StateInterval {
+            self.out.push(Item::State(StateInterval {
                 thread: r,
                 tid,
                 tgid,
@@ -1015,7 +1074,7 @@ impl Timeline {
             }));
         }
         if let (ThreadState::Running, Some(cpu)) = (state, cpu) {
-            self.out.push_back(Item::OnCpu {
+            self.out.push(Item::OnCpu {
                 thread: r,
                 time: t,
                 cpu,

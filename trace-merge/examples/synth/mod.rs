@@ -55,6 +55,30 @@ pub fn vm_hwm_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// (on-CPU ns, runnable-but-waiting ns) of the calling thread so far: on a shared
+/// machine, wall-clock rates depend on the other load, on-CPU ones much less.
+pub fn thread_cpu_ns() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut f = s.split_whitespace().map(|v| v.parse().unwrap_or(0));
+    (f.next().unwrap_or(0), f.next().unwrap_or(0))
+}
+
+/// CPU time (user + system) of the whole process so far, all threads, ended ones
+/// included, in ns (clock-tick resolution, 10 ms).
+#[allow(dead_code)] // used by one of the two benches
+pub fn process_cpu_ns() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is the first, utime
+    // and stime the 12th and 13th.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    ticks * 10_000_000
+}
+
 /// A tiny PRNG: the bench must not depend on a crate or on the system's randomness.
 struct Rng(u64);
 
