@@ -13,6 +13,8 @@ pub const MAX_CPUS: u32 = 4096;
 pub const MAX_THREADS: u32 = 65536;
 /// Upper bound on traced processes.
 pub const MAX_PROCESSES: u32 = 4096;
+/// Slots of the filter's first test, one byte per `id % ID_HINT_SLOTS` (a power of two).
+pub const ID_HINT_SLOTS: u32 = 65536;
 /// Bytes of each per-CPU ring buffer (a power of two, a multiple of the page size).
 pub const RING_BYTES: u32 = 8 << 20;
 /// The `uretprobe` syscall (x86_64): every uretprobe return makes one; never recorded.

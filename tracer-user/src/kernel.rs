@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
-    maps::{ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
         TracePoint, UProbe,
@@ -13,7 +13,8 @@ use aya::{
     Ebpf, EbpfLoader,
 };
 use tracer_abi::{
-    counter, Config, FuncStat, Offsets, SysStat, ThreadSched, ThreadStat, MAX_CPUS, RING_BYTES,
+    counter, Config, FuncStat, Offsets, SysStat, ThreadSched, ThreadStat, ID_HINT_SLOTS, MAX_CPUS,
+    RING_BYTES,
 };
 
 /// The eBPF object built by `cargo xtask build`, embedded at compile time.
@@ -40,6 +41,8 @@ pub struct Kernel {
     links: Vec<Box<dyn Send>>,
     tgids: HashMap<MapData, u32, u32>,
     tids: HashMap<MapData, u32, u32>,
+    /// The filter's first test (see `ID_HINT` in tracer-ebpf): set before the maps.
+    hints: Array<MapData, u8>,
     counters: PerCpuArray<MapData, u64>,
     /// One ring buffer per CPU, indexed by CPU id.
     pub rings: Vec<RingBuf<MapData>>,
@@ -89,6 +92,7 @@ impl Kernel {
         let mut outer: ArrayOfMaps<MapData, RingBuf<MapData>> = take("EVENTS")?.try_into()?;
         let tgids: HashMap<MapData, u32, u32> = take("TGIDS")?.try_into()?;
         let tids: HashMap<MapData, u32, u32> = take("TIDS")?.try_into()?;
+        let hints: Array<MapData, u8> = take("ID_HINT")?.try_into()?;
         let counters: PerCpuArray<MapData, u64> = take("COUNTERS")?.try_into()?;
         let stat = if config.stat_mode != 0 {
             Some(StatMaps {
@@ -116,6 +120,7 @@ impl Kernel {
             links: Vec::new(),
             tgids,
             tids,
+            hints,
             counters,
             rings,
             _outer: outer,
@@ -199,6 +204,7 @@ impl Kernel {
 
     /// Adds a process to the filter: its system calls and new threads are recorded.
     pub fn trace_process(&mut self, tgid: u32) -> Result<()> {
+        self.hint(tgid)?;
         self.tgids
             .insert(tgid, 1, 0)
             .context("adding a process to the kernel filter")
@@ -206,9 +212,16 @@ impl Kernel {
 
     /// Adds a thread to the filter: its scheduler events are recorded.
     pub fn trace_thread(&mut self, tid: u32, tgid: u32) -> Result<()> {
+        self.hint(tid)?;
         self.tids
             .insert(tid, tgid, 0)
             .context("adding a thread to the kernel filter (too many threads?)")
+    }
+
+    fn hint(&mut self, id: u32) -> Result<()> {
+        self.hints
+            .set(id & (ID_HINT_SLOTS - 1), 1, 0)
+            .context("setting the kernel filter's hint")
     }
 
     /// Counting mode: starts the state clock of a thread that existed before attach.
