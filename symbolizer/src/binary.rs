@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::dwarf::DwarfCtx;
 use crate::elf::{find_debug_file, ElfInfo, SymbolIndex};
 use crate::glob::{glob_match, suggest};
+use crate::nearest::NearestSymbols;
 use crate::target::Located;
 use crate::{probe, Error, Frame, FunctionMatch};
 
@@ -14,6 +15,9 @@ pub(crate) struct Binary {
     pub debug: Option<ElfInfo>,
     root: PathBuf,
     symbols: OnceCell<SymbolIndex>,
+    /// Names for addresses without a DWARF function, chosen like binutils;
+    /// apart from `symbols`, whose alias ranking suits probe specs instead.
+    nearest: OnceCell<NearestSymbols>,
     dwarf: OnceCell<Option<DwarfCtx>>,
 }
 
@@ -36,6 +40,7 @@ impl Binary {
             debug,
             root: root.to_path_buf(),
             symbols: OnceCell::new(),
+            nearest: OnceCell::new(),
             dwarf: OnceCell::new(),
         }
     }
@@ -134,8 +139,10 @@ impl Binary {
         let mut frames = self.dwarf().map(|d| d.frames(vaddr)).unwrap_or_default();
         let needs_name = frames.last().is_none_or(|f| f.function.is_none());
         if needs_name {
-            let idx = self.symbols();
-            let name = idx.lookup(vaddr).map(|i| idx.names()[i].display.clone());
+            let name = self
+                .nearest
+                .get_or_init(|| NearestSymbols::build(&self.elf, self.debug.as_ref()))
+                .lookup(vaddr);
             match frames.last_mut() {
                 Some(f) => f.function = name,
                 None => frames.push(Frame {
