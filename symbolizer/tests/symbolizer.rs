@@ -790,9 +790,11 @@ fn symbolizer_cache_follows_file_identity() {
     // Same build-id through another path: same answer from the shared entry.
     assert_eq!(s.symbolize(&b, sym.value).unwrap(), fa);
     assert_eq!(fa.last().unwrap().function.as_deref(), Some("compute_sum"));
-    // A different binary replacing `a` must not be answered from the cache.
+    // A different binary replacing `a` must not be answered from the cache,
+    // once the identity read for the first call (at most 1 ms) is stale.
     std::fs::remove_file(&a).unwrap();
     std::fs::copy(&f.cpp, &a).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let m = readelf_sym(&f.cpp, "_ZN2ns5Class6methodEi");
     let fr = s.symbolize(&a, m.value).unwrap();
     assert_eq!(
