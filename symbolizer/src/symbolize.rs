@@ -22,20 +22,21 @@ struct FileKey {
 
 /// How long a file's identity, once read, is trusted before the next stat.
 ///
-/// A stat walks the path in the kernel and cost 1.5-8 us per call here,
-/// more than a warm lookup (about 1 us in libc), so checking on every call
-/// made the per-call API 3-4x slower than the batch one. Within this window
-/// a binary replaced at the same path may still be answered from the old
-/// one; that is below the resolution of the check itself, since the kernel
-/// stamps mtime from a clock that advances once per tick (1-10 ms).
+/// A stat walks the path in the kernel and cost 1.5-8 us of CPU here, more
+/// than a warm lookup (about 1 us in libc), so checking on every call made
+/// the per-call API 3-4x slower than the batch one. The price: a binary
+/// replaced at a path less than this long after the last check is answered
+/// from the old file until the window ends (or [`Symbolizer::recheck_files`]).
+/// Addresses a tracer recorded came from the file mapped when they were
+/// taken, so a millisecond is far below what tells two builds apart there.
 const RECHECK_AFTER: Duration = Duration::from_millis(1);
 
-/// A path whose file identity was read at `checked`.
+/// A path whose file identity was read at `checked` (`None`: read it again).
 #[derive(Clone, Copy, Debug)]
 struct PathEntry {
     key: FileKey,
     index: usize,
-    checked: Instant,
+    checked: Option<Instant>,
 }
 
 /// Symbolizes addresses, caching parsed binaries by path and by build-id
@@ -43,7 +44,7 @@ struct PathEntry {
 ///
 /// A binary rebuilt or replaced at a path is noticed by its identity
 /// (device, inode, size, mtime), read again at most once per millisecond
-/// per path.
+/// per path; [`Symbolizer::recheck_files`] makes the next call read it.
 #[derive(Default)]
 pub struct Symbolizer {
     bins: Vec<Binary>,
@@ -81,7 +82,10 @@ impl Symbolizer {
 
     fn load(&mut self, path: &Path) -> Result<usize, Error> {
         let now = Instant::now();
-        let fresh = |e: &PathEntry| now.saturating_duration_since(e.checked) < RECHECK_AFTER;
+        let fresh = |e: &PathEntry| {
+            e.checked
+                .is_some_and(|t| now.saturating_duration_since(t) < RECHECK_AFTER)
+        };
         if let Some((p, e)) = &self.last {
             if p.as_os_str() == path.as_os_str() && fresh(e) {
                 return Ok(e.index);
@@ -106,7 +110,7 @@ impl Symbolizer {
         let entry = PathEntry {
             key,
             index,
-            checked: now,
+            checked: Some(now),
         };
         self.by_path.insert(path.to_path_buf(), entry);
         self.last = Some((path.to_path_buf(), entry));
@@ -185,6 +189,15 @@ impl Symbolizer {
             .offset_to_vaddr(file_off)
             .ok_or(Error::AddressNotMapped { pid, addr })?;
         Ok(self.bins[i].symbolize(vaddr))
+    }
+
+    /// Makes the next call for each path read the file's identity again, for
+    /// a caller that knows it just replaced a binary.
+    pub fn recheck_files(&mut self) {
+        self.last = None;
+        for e in self.by_path.values_mut() {
+            e.checked = None;
+        }
     }
 
     /// Drops the cached memory map of `pid` (call when the process exec()s or exits).

@@ -790,8 +790,8 @@ fn symbolizer_cache_follows_file_identity() {
     // Same build-id through another path: same answer from the shared entry.
     assert_eq!(s.symbolize(&b, sym.value).unwrap(), fa);
     assert_eq!(fa.last().unwrap().function.as_deref(), Some("compute_sum"));
-    // A different binary replacing `a` must not be answered from the cache,
-    // once the identity read for the first call (at most 1 ms) is stale.
+    // A different binary replacing `a` must not be answered from the cache
+    // once the identity read for the first call (trusted 1 ms) is stale.
     std::fs::remove_file(&a).unwrap();
     std::fs::copy(&f.cpp, &a).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -801,6 +801,11 @@ fn symbolizer_cache_follows_file_identity() {
         fr.last().unwrap().function.as_deref(),
         Some("ns::Class::method(int)")
     );
+    // Nor right away when the caller says files changed.
+    std::fs::remove_file(&a).unwrap();
+    std::fs::copy(&f.prog_pie, &a).unwrap();
+    s.recheck_files();
+    assert_eq!(s.symbolize(&a, sym.value).unwrap(), fa);
 }
 
 /// Uses the system libc and, when libc6-dbg is installed, its debug file found
