@@ -136,13 +136,26 @@ impl Binary {
 
     /// Frames for an ELF virtual address; always at least one frame.
     pub fn symbolize(&self, vaddr: u64) -> Vec<Frame> {
-        let mut frames = self.dwarf().map(|d| d.frames(vaddr)).unwrap_or_default();
+        let dwarf = self.dwarf();
+        let (mut frames, unlinked) = dwarf.map(|d| d.frames(vaddr)).unwrap_or_default();
+        let nearest = || {
+            self.nearest
+                .get_or_init(|| NearestSymbols::build(&self.elf, self.debug.as_ref()))
+        };
+        if let (Some(die), Some(d)) = (unlinked, dwarf) {
+            if let Some(low) = d.unlinked_low(vaddr, die) {
+                if let (Some((name, start)), Some(inner)) =
+                    (nearest().lookup_with_start(vaddr), frames.first_mut())
+                {
+                    if start == low {
+                        inner.function = Some(name);
+                    }
+                }
+            }
+        }
         let needs_name = frames.last().is_none_or(|f| f.function.is_none());
         if needs_name {
-            let name = self
-                .nearest
-                .get_or_init(|| NearestSymbols::build(&self.elf, self.debug.as_ref()))
-                .lookup(vaddr);
+            let name = nearest().lookup(vaddr);
             match frames.last_mut() {
                 Some(f) => f.function = name,
                 None => frames.push(Frame {

@@ -146,6 +146,11 @@ impl NearestSymbols {
 
     /// The name binutils gives `addr` from the symbol table, demangled.
     pub fn lookup(&self, addr: u64) -> Option<Arc<str>> {
+        self.lookup_with_start(addr).map(|(name, _)| name)
+    }
+
+    /// [`NearestSymbols::lookup`] with the symbol's start address.
+    pub fn lookup_with_start(&self, addr: u64) -> Option<(Arc<str>, u64)> {
         let sec = self
             .sections
             .iter()
@@ -161,7 +166,8 @@ impl NearestSymbols {
             }
         }
         let name = &self.names[sec.first + best];
-        Some(name.get_or_init(|| display(&syms[best].raw)).clone())
+        let name = name.get_or_init(|| display(&syms[best].raw)).clone();
+        Some((name, syms[best].addr))
     }
 }
 

@@ -453,6 +453,24 @@ fn symbol_table_aliases_named_like_addr2line() {
     assert_eq!(name(&mut s, sym("f_func_local") + 4), ["f_func_local"]);
     // DWARF names a C function; its symbol-table aliases do not matter.
     assert_eq!(name(&mut s, sym("real_fn")), ["real_fn"]);
+
+    // In C++, only a function with a linkage name is named from DWARF.
+    let cxx = &f.aliases_cxx;
+    let c_entry = readelf_sym(cxx, "c_entry").value;
+    let mangled = readelf_sym(cxx, "_ZN2ns7mangledEi").value;
+    let addrs = [mangled + 2, mangled, c_entry + 2, c_entry];
+    for (a, t) in addrs.iter().zip(addr2line(cxx, &addrs)) {
+        let ours = s.symbolize(cxx, *a).unwrap();
+        let ours: Vec<_> = ours.iter().map(|f| f.function.as_deref()).collect();
+        let t: Vec<_> = t.iter().map(|f| f.function.as_deref()).collect();
+        assert_eq!(ours, t, "{a:#x}");
+        let want = if *a >= mangled && *a < mangled + 3 {
+            "ns::mangled(int)"
+        } else {
+            "__GI_c_entry"
+        };
+        assert_eq!(ours, [Some(want)], "{a:#x}");
+    }
 }
 
 #[test]

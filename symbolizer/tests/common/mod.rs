@@ -43,6 +43,8 @@ pub struct Fixtures {
     pub rust_v0: Option<PathBuf>,
     /// alias_main.c with DWARF, linked with aliases.S without.
     pub aliases: PathBuf,
+    /// alias_cxx.cc: C++ functions with local aliases.
+    pub aliases_cxx: PathBuf,
 }
 
 fn gcc(dir: &Path, args: &[&str]) {
@@ -264,6 +266,13 @@ fn build() -> Fixtures {
             &p(&d("aliases")),
         ],
     );
+    run(Command::new("g++").current_dir(&dir).args([
+        "-g",
+        "-O2",
+        &s("alias_cxx.cc"),
+        "-o",
+        &p(&d("aliases_cxx")),
+    ]));
 
     Fixtures {
         libfix: d("libfix.so"),
@@ -280,6 +289,7 @@ fn build() -> Fixtures {
         rust_legacy: d("rust_legacy"),
         rust_v0,
         aliases: d("aliases"),
+        aliases_cxx: d("aliases_cxx"),
         dir,
     }
 }
