@@ -15,8 +15,9 @@
 //!   function tables are parsed on demand, names demangled the first time.
 //! * `warm_same`: a second pass over list A, what a long-running recorder
 //!   sees for hot code.
-//! * `warm_same_batch`: list A again through `symbolize_batch`, which checks
-//!   the file's identity once per batch instead of once per address.
+//! * `warm_same_batch`: list A again through `symbolize_batch`, which finds
+//!   the binary once per batch instead of once per address (both re-read
+//!   the file's identity at most once per millisecond).
 //! * `warm_other`: a pass over list B (other addresses, same distribution)
 //!   once A has been done: binary indexed, but frames not seen before.
 //! * `warm_other_batch`: list C, new as well, through `symbolize_batch`.

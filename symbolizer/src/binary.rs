@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::dwarf::DwarfCtx;
 use crate::elf::{find_debug_file, ElfInfo, SymbolIndex};
 use crate::glob::{glob_match, suggest};
+use crate::nearest::NearestSymbols;
 use crate::target::Located;
 use crate::{probe, Error, Frame, FunctionMatch};
 
@@ -14,6 +15,9 @@ pub(crate) struct Binary {
     pub debug: Option<ElfInfo>,
     root: PathBuf,
     symbols: OnceCell<SymbolIndex>,
+    /// Names for addresses without a DWARF function, chosen like binutils;
+    /// apart from `symbols`, whose alias ranking suits probe specs instead.
+    nearest: OnceCell<NearestSymbols>,
     dwarf: OnceCell<Option<DwarfCtx>>,
 }
 
@@ -36,6 +40,7 @@ impl Binary {
             debug,
             root: root.to_path_buf(),
             symbols: OnceCell::new(),
+            nearest: OnceCell::new(),
             dwarf: OnceCell::new(),
         }
     }
@@ -131,11 +136,26 @@ impl Binary {
 
     /// Frames for an ELF virtual address; always at least one frame.
     pub fn symbolize(&self, vaddr: u64) -> Vec<Frame> {
-        let mut frames = self.dwarf().map(|d| d.frames(vaddr)).unwrap_or_default();
+        let dwarf = self.dwarf();
+        let (mut frames, unlinked) = dwarf.map(|d| d.frames(vaddr)).unwrap_or_default();
+        let nearest = || {
+            self.nearest
+                .get_or_init(|| NearestSymbols::build(&self.elf, self.debug.as_ref()))
+        };
+        if let (Some(die), Some(d)) = (unlinked, dwarf) {
+            if let Some(low) = d.unlinked_low(vaddr, die) {
+                if let (Some((name, start)), Some(inner)) =
+                    (nearest().lookup_with_start(vaddr), frames.first_mut())
+                {
+                    if start == low {
+                        inner.function = Some(name);
+                    }
+                }
+            }
+        }
         let needs_name = frames.last().is_none_or(|f| f.function.is_none());
         if needs_name {
-            let idx = self.symbols();
-            let name = idx.lookup(vaddr).map(|i| idx.names()[i].display.clone());
+            let name = nearest().lookup(vaddr);
             match frames.last_mut() {
                 Some(f) => f.function = name,
                 None => frames.push(Frame {

@@ -97,13 +97,23 @@ impl DwarfCtx {
         }
     }
 
-    /// Frames at `vaddr`, innermost inlined frame first.
-    pub fn frames(&self, vaddr: u64) -> Vec<Frame> {
+    /// Frames at `vaddr`, innermost inlined frame first; with the DIE of the
+    /// innermost function when binutils may name it from the symbol table
+    /// instead (see [`DwarfCtx::unlinked_low`]).
+    pub fn frames(&self, vaddr: u64) -> (Vec<Frame>, Option<gimli::UnitOffset>) {
         let mut out = Vec::new();
+        let mut unlinked = None;
         let Ok(mut iter) = self.run(self.ctx.find_frames(vaddr)) else {
-            return out;
+            return (out, None);
         };
         while let Ok(Some(f)) = iter.next() {
+            if out.is_empty() {
+                if let Some(n) = &f.function {
+                    if mangling_language(n.language) && !looks_mangled(&n.name) {
+                        unlinked = f.dw_die_offset;
+                    }
+                }
+            }
             let function = f.function.as_ref().map(|n| {
                 self.names
                     .get(&n.name, |raw| display_name(&String::from_utf8_lossy(raw)))
@@ -121,7 +131,44 @@ impl DwarfCtx {
                 line,
             });
         }
-        out
+        (out, unlinked)
+    }
+
+    /// The lowest address of the function DIE at `offset` (in the unit
+    /// holding `vaddr`) if neither it nor what it refers to carries a
+    /// linkage name. binutils 2.40 names such a function of a language that
+    /// mangles (C++, Rust; `extern "C"` and `#[no_mangle]` functions, `main`)
+    /// after the symbol-table entry it finds for the address, and keeps
+    /// doing so when that symbol starts where the function does; otherwise
+    /// only its first answer for the function does, so this one is not
+    /// followed.
+    pub fn unlinked_low(&self, vaddr: u64, offset: gimli::UnitOffset) -> Option<u64> {
+        let unit = self.run(self.ctx.find_dwarf_and_unit(vaddr))?;
+        let entry = unit.entry(offset).ok()?;
+        let mut next = Some(offset);
+        for _ in 0..4 {
+            let Some(o) = next.take() else { break };
+            let e = unit.entry(o).ok()?;
+            if e.attr_value(gimli::DW_AT_linkage_name).is_some()
+                || e.attr_value(gimli::DW_AT_MIPS_linkage_name).is_some()
+            {
+                return None;
+            }
+            next = match e
+                .attr_value(gimli::DW_AT_abstract_origin)
+                .or_else(|| e.attr_value(gimli::DW_AT_specification))
+            {
+                Some(gimli::AttributeValue::UnitRef(r)) => Some(r),
+                // In another unit or a dwz file: not looked at; keep DWARF's name.
+                Some(_) => return None,
+                None => None,
+            };
+        }
+        if let Some(v) = entry.attr_value(gimli::DW_AT_low_pc) {
+            return unit.attr_address(v).ok()?;
+        }
+        let mut ranges = unit.die_ranges(&entry).ok()?;
+        ranges.next().ok()?.map(|r| r.begin)
     }
 
     /// "file:line" of the declaration of the (outermost) function at `vaddr`,
@@ -143,6 +190,42 @@ impl DwarfCtx {
         let unit = self.run(self.ctx.find_dwarf_and_unit(vaddr))?;
         decl(unit, last?, None, None, 0)
     }
+}
+
+/// Whether binutils treats names of this language as possibly mangled
+/// (`mangle_style` in bfd/dwarf2.c is nonzero), so that a function known by
+/// DW_AT_name alone is looked up in the symbol table. binutils counts a unit
+/// without DW_AT_language as mangling too, but addr2line reports no language
+/// for split-DWARF units either, whose DWARF names binutils does print.
+fn mangling_language(lang: Option<gimli::DwLang>) -> bool {
+    use gimli::constants::*;
+    const PLAIN: [gimli::DwLang; 15] = [
+        DW_LANG_C89,
+        DW_LANG_C,
+        DW_LANG_Cobol74,
+        DW_LANG_Cobol85,
+        DW_LANG_Fortran77,
+        DW_LANG_Pascal83,
+        DW_LANG_PLI,
+        DW_LANG_C99,
+        DW_LANG_UPC,
+        DW_LANG_C11,
+        DW_LANG_Mips_Assembler,
+        // DW_LANG_Upc, DW_LANG_HP_Basic91, DW_LANG_HP_IMacro and
+        // DW_LANG_HP_Assembler, which gimli has no names for.
+        gimli::DwLang(0x8765),
+        gimli::DwLang(0x8004),
+        gimli::DwLang(0x8006),
+        gimli::DwLang(0x8007),
+    ];
+    lang.is_some_and(|l| !PLAIN.contains(&l))
+}
+
+/// addr2line prefers a linkage name, which for C++ and Rust is mangled; a
+/// plain name there most likely came from DW_AT_name, worth a closer look.
+fn looks_mangled(name: &R) -> bool {
+    let b = name.to_slice().ok();
+    b.is_some_and(|b| b.starts_with(b"_Z") || b.starts_with(b"_R"))
 }
 
 /// "file:line" declared for the DIE at `offset`. Out-of-line instances and

@@ -272,6 +272,15 @@ fn minidebuginfo(f: &Elf64<'_>) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// The ELF file inside `.gnu_debugdata`, if `bin` has a readable one.
+pub(crate) fn minidebuginfo_elf(bin: &ElfInfo) -> Option<ElfInfo> {
+    if !bin.has_debugdata {
+        return None;
+    }
+    let bytes = minidebuginfo(&bin.object())?;
+    ElfInfo::parse(bin.path.clone(), Bytes::Owned(bytes)).ok()
+}
+
 impl SymbolIndex {
     /// Builds the index from the binary, its debug file and MiniDebugInfo.
     pub fn build(bin: &ElfInfo, debug: Option<&ElfInfo>) -> SymbolIndex {
@@ -286,16 +295,13 @@ impl SymbolIndex {
                 complete = true;
             }
         }
-        if bin.has_debugdata {
-            if let Some(bytes) = minidebuginfo(&f) {
-                if let Ok(mini) = ElfInfo::parse(bin.path.clone(), Bytes::Owned(bytes)) {
-                    collect_syms(&mini.object(), false, &mut syms);
-                    complete = true;
-                }
-            }
+        if let Some(mini) = minidebuginfo_elf(bin) {
+            collect_syms(&mini.object(), false, &mut syms);
+            complete = true;
         }
-        // Stable: equal-rank aliases stay in symbol-table order, which is what
-        // binutils picks too (folded identical functions share an address).
+        // Stable: equal-rank aliases stay in symbol-table order, so a spec
+        // resolves the same way every time (folded identical functions share
+        // an address). Addresses are named by `nearest`, by binutils' rule.
         syms.sort_by_key(|s| (s.addr, s.rank));
         // Same name at the same address comes from several tables; keep one.
         let mut seen = HashSet::new();
@@ -326,28 +332,6 @@ impl SymbolIndex {
     pub fn names(&self) -> &[Names] {
         self.names
             .get_or_init(|| self.syms.iter().map(|s| demangle(&s.raw)).collect())
-    }
-
-    /// Index of the best symbol covering `addr` (binary search on start address).
-    pub fn lookup(&self, addr: u64) -> Option<usize> {
-        let idx = self.syms.partition_point(|s| s.addr <= addr);
-        if idx == 0 {
-            return None;
-        }
-        let mut i = idx - 1;
-        let start = self.syms[i].addr;
-        // Walk back to the best-ranked alias at this address.
-        while i > 0 && self.syms[i - 1].addr == start {
-            i -= 1;
-        }
-        let s = &self.syms[i];
-        let within = if s.size > 0 {
-            addr < s.addr + s.size
-        } else {
-            // Unsized symbols (hand-written asm) extend to the next symbol.
-            self.syms.get(idx).is_some_and(|n| addr < n.addr) || idx == self.syms.len()
-        };
-        within.then_some(i)
     }
 }
 

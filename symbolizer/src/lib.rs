@@ -16,6 +16,7 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod glob;
+mod nearest;
 mod probe;
 mod sections;
 mod symbolize;

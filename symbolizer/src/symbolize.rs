@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::binary::Binary;
 use crate::elf::ElfInfo;
@@ -19,15 +20,38 @@ struct FileKey {
     mtime_ns: i64,
 }
 
+/// How long a file's identity, once read, is trusted before the next stat.
+///
+/// A stat walks the path in the kernel and cost 1.5-8 us of CPU here, more
+/// than a warm lookup (about 1 us in libc), so checking on every call made
+/// the per-call API 3-4x slower than the batch one. The price: a binary
+/// replaced at a path less than this long after the last check is answered
+/// from the old file until the window ends (or [`Symbolizer::recheck_files`]).
+/// Addresses a tracer recorded came from the file mapped when they were
+/// taken, so a millisecond is far below what tells two builds apart there.
+const RECHECK_AFTER: Duration = Duration::from_millis(1);
+
+/// A path whose file identity was read at `checked` (`None`: read it again).
+#[derive(Clone, Copy, Debug)]
+struct PathEntry {
+    key: FileKey,
+    index: usize,
+    checked: Option<Instant>,
+}
+
 /// Symbolizes addresses, caching parsed binaries by path and by build-id
 /// (the same library seen through several /proc/PID/root paths is parsed once).
+///
+/// A binary rebuilt or replaced at a path is noticed by its identity
+/// (device, inode, size, mtime), read again at most once per millisecond
+/// per path; [`Symbolizer::recheck_files`] makes the next call read it.
 #[derive(Default)]
 pub struct Symbolizer {
     bins: Vec<Binary>,
-    by_path: HashMap<PathBuf, (FileKey, usize)>,
+    by_path: HashMap<PathBuf, PathEntry>,
     /// The entry of the previous call: consecutive addresses are mostly in one
     /// binary, and comparing a path is much cheaper than hashing it.
-    last: Option<(PathBuf, FileKey, usize)>,
+    last: Option<(PathBuf, PathEntry)>,
     by_build_id: HashMap<String, usize>,
     maps: HashMap<u32, Vec<MapEntry>>,
 }
@@ -57,8 +81,20 @@ impl Symbolizer {
     }
 
     fn load(&mut self, path: &Path) -> Result<usize, Error> {
-        // Still one stat per call: a binary rebuilt or replaced at the same
-        // path must not be answered from the cache.
+        let now = Instant::now();
+        let fresh = |e: &PathEntry| {
+            e.checked
+                .is_some_and(|t| now.saturating_duration_since(t) < RECHECK_AFTER)
+        };
+        if let Some((p, e)) = &self.last {
+            if p.as_os_str() == path.as_os_str() && fresh(e) {
+                return Ok(e.index);
+            }
+        }
+        if let Some(e) = self.by_path.get(path).copied().filter(fresh) {
+            self.last = Some((path.to_path_buf(), e));
+            return Ok(e.index);
+        }
         let md = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         let key = FileKey {
             dev: md.dev(),
@@ -67,26 +103,25 @@ impl Symbolizer {
             mtime: md.mtime(),
             mtime_ns: md.mtime_nsec(),
         };
-        if let Some((p, k, i)) = &self.last {
-            if *k == key && p.as_os_str() == path.as_os_str() {
-                return Ok(*i);
-            }
-        }
-        let i = self.load_slow(path, key)?;
-        self.last = Some((path.to_path_buf(), key, i));
-        Ok(i)
+        let index = match self.by_path.get(path) {
+            Some(e) if e.key == key => e.index,
+            _ => self.open(path)?,
+        };
+        let entry = PathEntry {
+            key,
+            index,
+            checked: Some(now),
+        };
+        self.by_path.insert(path.to_path_buf(), entry);
+        self.last = Some((path.to_path_buf(), entry));
+        Ok(index)
     }
 
-    fn load_slow(&mut self, path: &Path, key: FileKey) -> Result<usize, Error> {
-        if let Some((k, i)) = self.by_path.get(path) {
-            if *k == key {
-                return Ok(*i);
-            }
-        }
+    /// Parses the file now at `path`, or finds it parsed under another path.
+    fn open(&mut self, path: &Path) -> Result<usize, Error> {
         let elf = ElfInfo::open(path)?;
         if let Some(id) = &elf.build_id {
             if let Some(&i) = self.by_build_id.get(id) {
-                self.by_path.insert(path.to_path_buf(), (key, i));
                 return Ok(i);
             }
         }
@@ -94,7 +129,6 @@ impl Symbolizer {
         let id = elf.build_id.clone();
         self.bins.push(Binary::from_elf(elf, &display, &root));
         let i = self.bins.len() - 1;
-        self.by_path.insert(path.to_path_buf(), (key, i));
         if let Some(id) = id {
             self.by_build_id.insert(id, i);
         }
@@ -110,9 +144,7 @@ impl Symbolizer {
     }
 
     /// [`Symbolizer::symbolize`] for many addresses in one binary, answers in
-    /// the same order. The file's identity is checked once for the batch
-    /// instead of once per address: that stat (a path walk in the kernel) was
-    /// a third of a warm lookup's cost in libc.
+    /// the same order, without a path comparison and clock read per address.
     pub fn symbolize_batch(
         &mut self,
         binary: &Path,
@@ -157,6 +189,15 @@ impl Symbolizer {
             .offset_to_vaddr(file_off)
             .ok_or(Error::AddressNotMapped { pid, addr })?;
         Ok(self.bins[i].symbolize(vaddr))
+    }
+
+    /// Makes the next call for each path read the file's identity again, for
+    /// a caller that knows it just replaced a binary.
+    pub fn recheck_files(&mut self) {
+        self.last = None;
+        for e in self.by_path.values_mut() {
+            e.checked = None;
+        }
     }
 
     /// Drops the cached memory map of `pid` (call when the process exec()s or exits).

@@ -41,6 +41,10 @@ pub struct Fixtures {
     pub cpp: PathBuf,
     pub rust_legacy: PathBuf,
     pub rust_v0: Option<PathBuf>,
+    /// alias_main.c with DWARF, linked with aliases.S without.
+    pub aliases: PathBuf,
+    /// alias_cxx.cc: C++ functions with local aliases.
+    pub aliases_cxx: PathBuf,
 }
 
 fn gcc(dir: &Path, args: &[&str]) {
@@ -249,6 +253,27 @@ fn build() -> Fixtures {
         .filter(|s| s.success())
         .map(|_| v0);
 
+    let aliases_o = d("aliases.o");
+    gcc(&dir, &["-c", &s("aliases.S"), "-o", &p(&aliases_o)]);
+    gcc(
+        &dir,
+        &[
+            "-g",
+            "-O2",
+            &s("alias_main.c"),
+            &p(&aliases_o),
+            "-o",
+            &p(&d("aliases")),
+        ],
+    );
+    run(Command::new("g++").current_dir(&dir).args([
+        "-g",
+        "-O2",
+        &s("alias_cxx.cc"),
+        "-o",
+        &p(&d("aliases_cxx")),
+    ]));
+
     Fixtures {
         libfix: d("libfix.so"),
         prog_pie: d("prog_pie"),
@@ -263,6 +288,8 @@ fn build() -> Fixtures {
         cpp: d("cpp"),
         rust_legacy: d("rust_legacy"),
         rust_v0,
+        aliases: d("aliases"),
+        aliases_cxx: d("aliases_cxx"),
         dir,
     }
 }
@@ -368,6 +395,22 @@ pub fn readelf_funcs(bin: &Path, dynamic: bool) -> Vec<ReadelfSym> {
             })
         })
         .filter(|s| s.value != 0)
+        .collect()
+}
+
+/// (name, value, section index) of every symbol of .symtab defined in a
+/// section, whatever its type (labels and objects included).
+pub fn readelf_defined(bin: &Path) -> Vec<(String, u64, String)> {
+    let out = run(Command::new("readelf").args(["--syms", "-W", &bin.to_string_lossy()]));
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 8 || !f[0].ends_with(':') || f[6].parse::<u32>().is_err() {
+                return None;
+            }
+            let value = u64::from_str_radix(f[1], 16).ok()?;
+            Some((f[7].to_string(), value, f[6].to_string()))
+        })
         .collect()
 }
 
