@@ -214,20 +214,22 @@ pub fn sys_exit(tid: u32, nr: u32, ret: i64, now: u64) {
 }
 
 /// Closes the thread's current interval at `now` and opens one in `state`; returns the
-/// CPU it was last on, if it had an entry.
+/// CPU it was last on (if it had an entry) and its statistics slot on this CPU, looked up
+/// once for the caller's counters too.
 #[inline(always)]
-fn transition(tid: u32, state: u32, now: u64, cpu: u32) -> Option<u32> {
+fn transition(tid: u32, state: u32, now: u64, cpu: u32) -> (Option<u32>, Option<*mut ThreadStat>) {
     let Some(t) = SCHED.get_ptr_mut(tid) else {
         let _ = sched_entry(tid, now).map(|t| {
             // SAFETY: our own map's value.
             unsafe { (*t).state = state }
         });
-        return None;
+        return (None, thread_stat(tid));
     };
     // SAFETY: our own map's value; a thread's switches and wakeups are serialized by the
     // scheduler's run-queue lock.
     let (old_state, since, old_cpu) = unsafe { ((*t).state, (*t).since, (*t).cpu) };
-    if let Some(st) = thread_stat(tid) {
+    let st = thread_stat(tid);
+    if let Some(st) = st {
         // SAFETY: per-CPU slot; the index is masked into range.
         unsafe { (*st).state_ns[(old_state & 3) as usize] += now.saturating_sub(since) };
     }
@@ -237,7 +239,7 @@ fn transition(tid: u32, state: u32, now: u64, cpu: u32) -> Option<u32> {
         (*t).state = state;
         (*t).cpu = cpu;
     }
-    Some(old_cpu)
+    (Some(old_cpu), st)
 }
 
 /// `prev` leaves the CPU in `prev_state`, `next` takes it (each only if traced).
@@ -253,8 +255,7 @@ pub fn switch(prev: Option<u32>, prev_state: u32, next: Option<u32>, now: u64, e
         } else {
             tstate::BLOCKED
         };
-        transition(prev, state, now, cpu);
-        if let Some(t) = thread_stat(prev) {
+        if let (_, Some(t)) = transition(prev, state, now, cpu) {
             // SAFETY: per-CPU slot.
             unsafe {
                 if preempted {
@@ -269,9 +270,8 @@ pub fn switch(prev: Option<u32>, prev_state: u32, next: Option<u32>, now: u64, e
         }
     }
     if let Some(next) = next {
-        let old = transition(next, tstate::RUNNING, now, cpu);
-        if old.is_some_and(|c| c != cpu) {
-            if let Some(t) = thread_stat(next) {
+        if let (Some(old), Some(t)) = transition(next, tstate::RUNNING, now, cpu) {
+            if old != cpu {
                 // SAFETY: per-CPU slot.
                 unsafe { (*t).migrations += 1 };
             }
@@ -287,10 +287,12 @@ pub fn wakeup(waker: Option<u32>, wakee: u32, now: u64) {
         .get_ptr(wakee)
         .map(|p| unsafe { ((*p).state, (*p).cpu) })
         .unwrap_or((tstate::BLOCKED, cpu()));
-    if state == tstate::BLOCKED || state == tstate::IO {
-        transition(wakee, tstate::READY, now, cpu);
-    }
-    if let Some(t) = thread_stat(wakee) {
+    let st = if state == tstate::BLOCKED || state == tstate::IO {
+        transition(wakee, tstate::READY, now, cpu).1
+    } else {
+        thread_stat(wakee)
+    };
+    if let Some(t) = st {
         // SAFETY: per-CPU slot.
         unsafe { (*t).wakeups_received += 1 };
     }
