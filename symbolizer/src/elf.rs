@@ -56,6 +56,32 @@ pub(crate) struct ElfInfo {
     pub has_debugdata: bool,
 }
 
+/// DWARF 5's `.debug_sup` (written by `dwz -5`): the supplementary file's name and
+/// checksum, which dwz sets to that file's build-id, so it serves as `.gnu_debugaltlink`
+/// does. The supplementary file's own section (flag set) names no other file.
+fn debug_sup(d: &[u8]) -> Option<(String, String)> {
+    // version (u16), is_supplementary (u8), filename (NUL-terminated), checksum (ULEB128
+    // length, bytes).
+    let (&[_, _, is_sup], rest) = d.split_first_chunk::<3>()?;
+    let nul = rest.iter().position(|&b| b == 0)?;
+    if is_sup != 0 || nul == 0 {
+        return None;
+    }
+    let name = String::from_utf8_lossy(&rest[..nul]).into_owned();
+    let mut rest = &rest[nul + 1..];
+    let (mut len, mut shift) = (0usize, 0);
+    loop {
+        let (&b, r) = rest.split_first()?;
+        rest = r;
+        len |= usize::from(b & 0x7f).checked_shl(shift)?;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    Some((name, hex(rest.get(..len)?)))
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -112,7 +138,11 @@ impl ElfInfo {
                 .gnu_debugaltlink()
                 .ok()
                 .flatten()
-                .map(|(name, id)| (String::from_utf8_lossy(name).into_owned(), hex(id)));
+                .map(|(name, id)| (String::from_utf8_lossy(name).into_owned(), hex(id)))
+                .or_else(|| {
+                    let sup = f.section_by_name(".debug_sup")?;
+                    debug_sup(sup.data().ok()?)
+                });
             let mut needed = Vec::new();
             let mut runpath = Vec::new();
             if let Ok(dynamic) = f.elf_dynamic_table() {
@@ -453,6 +483,23 @@ pub(crate) fn find_sup_file(debug: &ElfInfo, root: &Path) -> Option<ElfInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_sup_section() {
+        let mut d = vec![5, 0, 0];
+        d.extend_from_slice(b"common.debug\0");
+        d.extend_from_slice(&[3, 0xab, 0xcd, 0xef]);
+        assert_eq!(
+            debug_sup(&d),
+            Some(("common.debug".into(), "abcdef".into()))
+        );
+        // The supplementary file's own section, truncated input, a short checksum.
+        let mut own = d.clone();
+        own[2] = 1;
+        assert_eq!(debug_sup(&own), None);
+        assert_eq!(debug_sup(&d[..8]), None);
+        assert_eq!(debug_sup(&d[..d.len() - 1]), None);
+    }
 
     #[test]
     fn sup_file_places() {

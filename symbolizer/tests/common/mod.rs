@@ -308,16 +308,27 @@ pub struct ReadelfSym {
 /// supplementary file holding their shared DIEs and strings
 /// (DW_FORM_GNU_ref_alt, DW_FORM_GNU_strp_alt); C++ method definitions reach
 /// their in-class declarations there. The binaries keep .symtab and a debuglink.
+/// With `dwz -5` (`dwz5_fixtures`) the link is DWARF 5's `.debug_sup` and the
+/// forms DW_FORM_ref_sup4 and DW_FORM_strp_sup.
 pub struct DwzFixtures {
     pub dir: PathBuf,
     /// (dwz'd binary, the same build untouched)
     pub pairs: Vec<(PathBuf, PathBuf)>,
 }
 
-/// Built on first use, so that only the dwz test needs the `dwz` tool.
+/// Built on first use, so that only the dwz tests need the `dwz` tool.
 pub fn dwz_fixtures() -> &'static DwzFixtures {
     static F: OnceLock<DwzFixtures> = OnceLock::new();
-    F.get_or_init(|| {
+    F.get_or_init(|| build_dwz("dwz", &[]))
+}
+
+pub fn dwz5_fixtures() -> &'static DwzFixtures {
+    static F: OnceLock<DwzFixtures> = OnceLock::new();
+    F.get_or_init(|| build_dwz("dwz5", &["-5"]))
+}
+
+fn build_dwz(subdir: &str, dwz_flags: &[&str]) -> DwzFixtures {
+    {
         let found = Command::new("dwz")
             .arg("--version")
             .stdout(Stdio::null())
@@ -328,7 +339,7 @@ pub fn dwz_fixtures() -> &'static DwzFixtures {
             found,
             "`dwz` is not installed; this test needs it (Debian package `dwz`: apt-get install dwz)"
         );
-        let dir = fixtures().dir.join("dwz");
+        let dir = fixtures().dir.join(subdir);
         std::fs::create_dir_all(&dir).unwrap();
         let src = |n: &str| fixture_src(n).to_string_lossy().into_owned();
         let mut pairs = Vec::new();
@@ -356,6 +367,7 @@ pub fn dwz_fixtures() -> &'static DwzFixtures {
         let debug_files = builds.map(|b| format!("{}.debug", b.0));
         run(Command::new("dwz")
             .current_dir(&dir)
+            .args(dwz_flags)
             .args(["-m", "common.debug"])
             .args(&debug_files));
         // Debuglinks last: their CRC covers the debug file as dwz left it.
@@ -366,7 +378,7 @@ pub fn dwz_fixtures() -> &'static DwzFixtures {
                 .args(["--strip-debug", &link, name]));
         }
         DwzFixtures { dir, pairs }
-    })
+    }
 }
 
 /// FUNC symbols of .symtab (or .dynsym with `dynamic`), from readelf.
