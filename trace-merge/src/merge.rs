@@ -175,8 +175,9 @@ pub struct Merger {
     inputs: Vec<Input>,
     cursors: Vec<Cursor>,
     /// Cursors with unread records, keyed by their head's time (cursor index breaks ties
-    /// so the order is deterministic).
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// so the order is deterministic), packed by [`heap_key`]: one comparison of a u128
+    /// instead of a lexicographic one of a tuple, which branches.
+    heap: BinaryHeap<Reverse<u128>>,
     /// Heads at or before this time can be emitted.
     safe: u64,
     last: u64,
@@ -324,7 +325,9 @@ impl Merger {
     pub fn next_record(&mut self) -> Result<Option<Merged>> {
         loop {
             match self.heap.peek() {
-                Some(&Reverse((t, c))) if t <= self.safe => return Ok(Some(self.pop(c))),
+                Some(&Reverse(k)) if head_time(k) <= self.safe => {
+                    return Ok(Some(self.pop(head_cursor(k))))
+                }
                 None if self.all_eof => return Ok(None),
                 _ => self.advance()?,
             }
@@ -340,7 +343,7 @@ impl Merger {
             let next = cur.buf[cur.pos].time;
             // Replace the top in place: one sift-down instead of a pop and a push.
             if let Some(mut top) = self.heap.peek_mut() {
-                *top = Reverse((next, c));
+                *top = Reverse(heap_key(next, c));
             }
         } else {
             self.heap.pop();
@@ -395,7 +398,7 @@ impl Merger {
             }
         }
         self.safe = self.safe.max(safe);
-        let head = self.heap.peek().map(|Reverse((t, _))| *t);
+        let head = self.heap.peek().map(|&Reverse(k)| head_time(k));
         if matches!(head, Some(t) if t <= self.safe) {
             return Ok(());
         }
@@ -439,12 +442,17 @@ impl Merger {
         }
         let ci = self.inputs[i].cursor_base + cpu as usize;
         let cur = &mut self.cursors[ci];
-        if cur.pos > 0 {
+        // The merge reads ahead by up to the window, many chunks of a CPU: moving the
+        // unread records to the front at every chunk moved each record many times.
+        // Moving them once the read ones are at least as many costs at most one move
+        // per record.
+        if cur.pos > 0 && cur.pos >= cur.buf.len() - cur.pos {
             cur.buf.drain(..cur.pos);
             cur.pos = 0;
         }
-        let old_head = cur.buf.first().map(|r| r.time);
+        let old_head = cur.buf.get(cur.pos).map(|r| r.time);
         let before = cur.buf.len();
+        cur.buf.reserve(dec.remaining() as usize);
         let mut max = cur.frontier.unwrap_or(0);
         for r in dec {
             let r = r.map_err(|e| trace_err(&src.path, e))?;
@@ -463,27 +471,44 @@ impl Merger {
         cur.frontier = Some(max);
         // Kernel order is time order except for small steps back; a stable sort keeps
         // kernel order among equal times. Checking first keeps the common case linear.
-        let from = before.saturating_sub(1);
+        let from = before.saturating_sub(1).max(cur.pos);
         if !cur.buf[from..].windows(2).all(|w| w[0].time <= w[1].time) {
-            cur.buf.sort_by_key(|r| r.time);
+            cur.buf[cur.pos..].sort_by_key(|r| r.time);
         }
-        let new_head = cur.buf[0].time;
+        let new_head = cur.buf[cur.pos].time;
         let inp = &mut self.inputs[i];
         inp.max_read = inp.max_read.max(max);
         self.buffered += added;
         self.stats.peak_buffered = self.stats.peak_buffered.max(self.buffered);
         self.stats.chunks += 1;
         match old_head {
-            None => self.heap.push(Reverse((new_head, ci as u32))),
+            None => self.heap.push(Reverse(heap_key(new_head, ci as u32))),
             Some(old) if new_head < old => {
                 // Rare: the new chunk starts before this CPU's pending head. Re-key it.
-                self.heap.retain(|Reverse((_, c))| *c as usize != ci);
-                self.heap.push(Reverse((new_head, ci as u32)));
+                self.heap
+                    .retain(|&Reverse(k)| head_cursor(k) as usize != ci);
+                self.heap.push(Reverse(heap_key(new_head, ci as u32)));
             }
             Some(_) => {}
         }
         Ok(())
     }
+}
+
+/// The merge heap's key of a cursor whose head is at `time`: ordered as `(time, cursor)`.
+#[inline(always)]
+fn heap_key(time: u64, cursor: u32) -> u128 {
+    (time as u128) << 32 | cursor as u128
+}
+
+#[inline(always)]
+fn head_time(key: u128) -> u64 {
+    (key >> 32) as u64
+}
+
+#[inline(always)]
+fn head_cursor(key: u128) -> u32 {
+    key as u32
 }
 
 fn open_one(path: &Path) -> Result<(Source, Input)> {
