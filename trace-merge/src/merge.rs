@@ -442,17 +442,12 @@ impl Merger {
         }
         let ci = self.inputs[i].cursor_base + cpu as usize;
         let cur = &mut self.cursors[ci];
-        // The merge reads ahead by up to the window, many chunks of a CPU: moving the
-        // unread records to the front at every chunk moved each record many times.
-        // Moving them once the read ones are at least as many costs at most one move
-        // per record.
-        if cur.pos > 0 && cur.pos >= cur.buf.len() - cur.pos {
+        if cur.pos > 0 {
             cur.buf.drain(..cur.pos);
             cur.pos = 0;
         }
-        let old_head = cur.buf.get(cur.pos).map(|r| r.time);
+        let old_head = cur.buf.first().map(|r| r.time);
         let before = cur.buf.len();
-        cur.buf.reserve(dec.remaining() as usize);
         let mut max = cur.frontier.unwrap_or(0);
         for r in dec {
             let r = r.map_err(|e| trace_err(&src.path, e))?;
@@ -471,11 +466,11 @@ impl Merger {
         cur.frontier = Some(max);
         // Kernel order is time order except for small steps back; a stable sort keeps
         // kernel order among equal times. Checking first keeps the common case linear.
-        let from = before.saturating_sub(1).max(cur.pos);
+        let from = before.saturating_sub(1);
         if !cur.buf[from..].windows(2).all(|w| w[0].time <= w[1].time) {
-            cur.buf[cur.pos..].sort_by_key(|r| r.time);
+            cur.buf.sort_by_key(|r| r.time);
         }
-        let new_head = cur.buf[cur.pos].time;
+        let new_head = cur.buf[0].time;
         let inp = &mut self.inputs[i];
         inp.max_read = inp.max_read.max(max);
         self.buffered += added;
