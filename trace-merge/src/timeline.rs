@@ -454,7 +454,7 @@ impl Timeline {
     }
 
     /// Feeds records until some produce items, and returns the first of them.
-    #[inline(never)]
+    #[inline]
     fn refill(&mut self) -> Result<Option<Item>> {
         self.out.clear();
         self.taken = 0;
