@@ -217,9 +217,12 @@ impl<R: Read> Reader<R> {
                 what: format!("impossible chunk header (kind {code}, length {len})"),
             });
         }
-        let mut payload = vec![0u8; len as usize];
-        let n = read_full(&mut self.input, &mut payload)?;
-        if n < payload.len() {
+        // Read into spare capacity: zeroing the buffer first cost as much as the copy.
+        let mut payload = Vec::with_capacity(len as usize);
+        (&mut self.input)
+            .take(len as u64)
+            .read_to_end(&mut payload)?;
+        if payload.len() < len as usize {
             self.done = true;
             self.truncated_at = Some(offset);
             return Ok(None);
