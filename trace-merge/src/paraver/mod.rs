@@ -9,7 +9,7 @@
 //! thread asleep for minutes does not hold everything back; links pending for longer than
 //! a horizon stop holding the watermark and, when they resolve, join the few other
 //! records that come too late for the body (the states before a thread's first
-//! appearance), which are merged in when the header is prepended at the end.
+//! appearance), which are merged in at the end, with the header (see `HEADER_ROOM`).
 //!
 //! Numbering (see `docs/paraver.md`): one node per host, one application per process
 //! (task 1), one thread per kernel thread in order of appearance; CPUs are numbered
