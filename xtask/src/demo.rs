@@ -52,5 +52,15 @@ pub fn run() -> Result<()> {
         "demo: Paraver trace written to {}.prv/.pcf/.row",
         stem.display()
     );
+    // The summaries a developer reads first: where the handlers' time went, then the
+    // threads' states.
+    for by in ["function", "thread"] {
+        eprintln!("\ndemo: tracer summary --by {by}");
+        status(
+            Command::new(&tracer)
+                .args(["summary", "--by", by])
+                .arg(&trace),
+        )?;
+    }
     Ok(())
 }
