@@ -403,7 +403,7 @@ impl BodyWriter {
         let formatter = std::thread::spawn(move || {
             let mut f = Formatter {
                 out,
-                buf: header_room(&[]),
+                buf: header_room(&[], HEADER_ROOM),
                 line: Box::new(Line::new()),
                 slots: Vec::new(),
                 counts: [0; 3],
@@ -724,18 +724,18 @@ const OUT_BUF: usize = 1 << 20;
 /// Bytes at the start of the body file kept for the header and the few records that come
 /// too late for the body, both known only at the end: when they fit, they are written
 /// there and the body file becomes the .prv, instead of copying the body behind them
-/// (15% of a conversion's CPU for a 1 GB body). Room for about 40 processes and a dozen
-/// late records; more take the copying path.
+/// (15% of a conversion's CPU for a 1 GB body). Room for a header of several dozen
+/// processes and a dozen late records; more take the copying path.
 const HEADER_ROOM: usize = 1024;
 
-/// `header` followed by a comment line that pads it to `HEADER_ROOM` bytes (with an
-/// empty header: the placeholder the body starts with), in a buffer of the formatter's
-/// capacity.
-fn header_room(header: &[u8]) -> Vec<u8> {
+/// `header` followed by a comment line that pads it to `len` bytes (at least
+/// `header.len() + 2`), in a buffer of the formatter's capacity. With an empty header:
+/// the placeholder the body starts with.
+fn header_room(header: &[u8], len: usize) -> Vec<u8> {
     let mut room = Vec::with_capacity(OUT_BUF + 4096);
     room.extend_from_slice(header);
     room.push(b'#');
-    room.resize(HEADER_ROOM - 1, b' ');
+    room.resize(len - 1, b' ');
     room.push(b'\n');
     room
 }
@@ -956,9 +956,7 @@ fn assemble_prv(
     // line; the body file becomes the .prv.
     if header.len() + late_bytes + 2 <= HEADER_ROOM && prefix_end - (HEADER_ROOM as u64) <= 64 << 20
     {
-        let mut prefix = header_room(header.as_bytes());
-        prefix.truncate(HEADER_ROOM - late_bytes - 1);
-        prefix.push(b'\n');
+        let mut prefix = header_room(header.as_bytes(), HEADER_ROOM - late_bytes);
         let mut pos = HEADER_ROOM as u64;
         for (at, line) in &places {
             let from = prefix.len();
@@ -1194,7 +1192,7 @@ mod tests {
         let run = |header: &str| {
             let dir = tempfile::tempdir().unwrap();
             let (b, out) = (dir.path().join("body"), dir.path().join("out"));
-            let mut content = header_room(&[]);
+            let mut content = header_room(&[], HEADER_ROOM);
             content.extend_from_slice(body.as_bytes());
             std::fs::write(&b, content).unwrap();
             let counts = assemble_prv(header, &b, &late, &[(1, 1)], &out).unwrap();
