@@ -138,16 +138,13 @@ pub struct Rename {
     pub comm: [u8; 16],
 }
 
-/// Tracepoint field offsets, read by the recorder from tracefs `format` files at load time
-/// so the programs do not depend on one kernel's layout. Set as a global before loading.
+/// Where the programs read their inputs, set as a global before loading so that they do
+/// not depend on one kernel's layout: fields of the classic tracepoints' records, from
+/// tracefs `format` files, and fields of the kernel structures the raw tracepoints pass
+/// pointers to, from the kernel's BTF.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Offsets {
-    pub switch_prev_pid: u32,
-    pub switch_prev_state: u32,
-    pub switch_next_pid: u32,
-    pub wakeup_pid: u32,
-    pub wakeup_target_cpu: u32,
     pub newtask_pid: u32,
     pub newtask_comm: u32,
     pub newtask_clone_flags: u32,
@@ -156,21 +153,22 @@ pub struct Offsets {
     pub rename_pid: u32,
     pub rename_newcomm: u32,
     pub exec_pid: u32,
-    pub sys_enter_id: u32,
-    pub sys_enter_args: u32,
-    pub sys_exit_id: u32,
-    pub sys_exit_ret: u32,
-    pub _pad: u32,
+    /// `struct task_struct`: `pid` (the thread id), `exit_state`, and `thread_info.cpu`
+    /// (the CPU it last ran on or is queued on).
+    pub task_pid: u32,
+    pub task_exit_state: u32,
+    pub task_cpu: u32,
+    /// `struct pt_regs` at system call entry: the first and third arguments and the
+    /// call's number.
+    pub regs_arg0: u32,
+    pub regs_arg2: u32,
+    pub regs_nr: u32,
 }
 
 impl Offsets {
-    /// The layout of Linux 6.x; the recorder overwrites it with what tracefs says.
+    /// The layout of Linux 6.x x86_64; the recorder overwrites it with what tracefs and
+    /// BTF say.
     pub const DEFAULT: Offsets = Offsets {
-        switch_prev_pid: 24,
-        switch_prev_state: 32,
-        switch_next_pid: 56,
-        wakeup_pid: 24,
-        wakeup_target_cpu: 32,
         newtask_pid: 8,
         newtask_comm: 12,
         newtask_clone_flags: 32,
@@ -179,12 +177,56 @@ impl Offsets {
         rename_pid: 8,
         rename_newcomm: 28,
         exec_pid: 12,
-        sys_enter_id: 8,
-        sys_enter_args: 16,
-        sys_exit_id: 8,
-        sys_exit_ret: 16,
-        _pad: 0,
+        task_pid: 0,
+        task_exit_state: 0,
+        task_cpu: 0,
+        regs_arg0: 112,
+        regs_arg2: 96,
+        regs_nr: 120,
     };
+}
+
+/// Task state bits (include/linux/sched.h) that `sched_switch` reports.
+pub mod task_state {
+    pub const INTERRUPTIBLE: u32 = 0x1;
+    pub const UNINTERRUPTIBLE: u32 = 0x2;
+    /// The final switch of a thread that exited: `EXIT_DEAD | EXIT_ZOMBIE`.
+    pub const EXITED: u32 = 0x10 | 0x20;
+    /// Every state the tracepoint reports (`TASK_REPORT`).
+    pub const REPORT: u32 = 0x7f;
+    pub const NOLOAD: u32 = 0x400;
+    pub const RTLOCK_WAIT: u32 = 0x1000;
+    pub const FROZEN: u32 = 0x8000;
+    /// `TASK_IDLE`: uninterruptible without counting as load.
+    pub const IDLE: u32 = UNINTERRUPTIBLE | NOLOAD;
+    /// `TASK_REPORT_IDLE`.
+    pub const REPORT_IDLE: u32 = REPORT + 1;
+    /// Reported for a preempted thread (`TASK_REPORT_MAX`): still runnable.
+    pub const PREEMPTED: u32 = REPORT_IDLE << 1;
+}
+
+/// The `prev_state` the classic `sched:sched_switch` tracepoint records, from the raw
+/// tracepoint's arguments and the thread's `exit_state`: the kernel's
+/// `__trace_sched_switch_state`, so that traces and their readers do not depend on which
+/// of the two the programs attach to.
+pub const fn switch_state(preempt: bool, prev_state: u32, exit_state: u32) -> u32 {
+    use task_state::*;
+    if preempt {
+        return PREEMPTED;
+    }
+    let mut state = (prev_state | exit_state) & REPORT;
+    if prev_state & IDLE == IDLE {
+        state = REPORT_IDLE;
+    }
+    if prev_state & (RTLOCK_WAIT | FROZEN) != 0 {
+        state = UNINTERRUPTIBLE;
+    }
+    // fls(state), then the bit below it: the highest reported state bit.
+    if state == 0 {
+        0
+    } else {
+        1 << (31 - state.leading_zeros())
+    }
 }
 
 /// Indices of the per-CPU counters in the `COUNTERS` map.
@@ -304,4 +346,38 @@ mod pod {
     unsafe impl aya::Pod for super::SysStat {}
     unsafe impl aya::Pod for super::ThreadStat {}
     unsafe impl aya::Pod for super::ThreadSched {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switch_state_is_the_kernels_mapping() {
+        // (preempt, __state, exit_state) -> the classic tracepoint's prev_state.
+        let cases = [
+            (true, 0x1, 0, task_state::PREEMPTED),
+            (false, 0x0, 0, 0),
+            (false, 0x1, 0, 0x1),
+            (false, 0x2, 0, 0x2),
+            // TASK_KILLABLE and freezable sleeps report their base state.
+            (false, 0x102, 0, 0x2),
+            (false, 0x2001, 0, 0x1),
+            (false, task_state::IDLE, 0, task_state::REPORT_IDLE),
+            (false, task_state::RTLOCK_WAIT, 0, 0x2),
+            (false, task_state::FROZEN | 0x1, 0, 0x2),
+            (false, 0x40, 0, 0x40),
+            // TASK_DEAD is not reported; the exit state is.
+            (false, 0x80, 0x20, 0x20),
+            (false, 0x80, 0x10, 0x10),
+        ];
+        for (preempt, state, exit, want) in cases {
+            assert_eq!(
+                switch_state(preempt, state, exit),
+                want,
+                "preempt {preempt} state {state:#x} exit {exit:#x}"
+            );
+        }
+        assert_ne!(switch_state(false, 0x80, 0x20) & task_state::EXITED, 0);
+    }
 }

@@ -8,7 +8,7 @@ use aya::{
     maps::{Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
-        TracePoint, UProbe,
+        RawTracePoint, TracePoint, UProbe,
     },
     Ebpf, EbpfLoader,
 };
@@ -20,17 +20,21 @@ use tracer_abi::{
 /// The eBPF object built by `cargo xtask build`, embedded at compile time.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf.o"));
 
-/// Tracepoints attached for every recording: (program, category, event).
-const TRACEPOINTS: [(&str, &str, &str); 9] = [
+/// Classic tracepoints attached for every recording: (program, category, event).
+const TRACEPOINTS: [(&str, &str, &str); 4] = [
     ("task_newtask", "task", "task_newtask"),
     ("sched_process_exit", "sched", "sched_process_exit"),
     ("task_rename", "task", "task_rename"),
     ("sched_process_exec", "sched", "sched_process_exec"),
-    ("sched_switch", "sched", "sched_switch"),
-    ("sched_wakeup", "sched", "sched_wakeup"),
-    ("sched_wakeup_new", "sched", "sched_wakeup_new"),
-    ("sys_enter", "raw_syscalls", "sys_enter"),
-    ("sys_exit", "raw_syscalls", "sys_exit"),
+];
+
+/// Raw tracepoints attached for every recording; each program has the tracepoint's name.
+const RAW_TRACEPOINTS: [&str; 5] = [
+    "sched_switch",
+    "sched_wakeup",
+    "sched_wakeup_new",
+    "sys_enter",
+    "sys_exit",
 ];
 
 /// Loaded programs and the maps the recorder talks to.
@@ -133,23 +137,47 @@ impl Kernel {
         self.ebpf.as_mut().expect("programs already unloaded")
     }
 
-    /// Attaches the scheduler, syscall and lifetime tracepoints.
-    pub fn attach_tracepoints(&mut self) -> Result<()> {
+    /// Attaches the scheduler, system call and lifetime tracepoints; `empty` attaches
+    /// programs that do nothing instead, to measure the kernel's own cost.
+    pub fn attach_tracepoints(&mut self, empty: bool) -> Result<()> {
         for (prog, category, event) in TRACEPOINTS {
-            let p: &mut TracePoint = self
-                .ebpf()
-                .program_mut(prog)
-                .ok_or_else(|| anyhow!("program {prog} missing from the eBPF object"))?
-                .try_into()?;
-            p.load()
-                .map_err(|e| anyhow!("the kernel refused program {prog}: {e}"))?;
+            let prog = if empty { "tracepoint_empty" } else { prog };
+            let p: &mut TracePoint = self.program(prog)?;
+            if p.fd().is_err() {
+                p.load()
+                    .map_err(|e| anyhow!("the kernel refused program {prog}: {e}"))?;
+            }
             let id = p
                 .attach(category, event)
                 .map_err(|e| anyhow!("attaching to tracepoint {category}:{event}: {e}"))?;
             let link = p.take_link(id)?;
             self.links.push(Box::new(link));
         }
+        for event in RAW_TRACEPOINTS {
+            let prog = if empty { "raw_tracepoint_empty" } else { event };
+            let p: &mut RawTracePoint = self.program(prog)?;
+            if p.fd().is_err() {
+                p.load()
+                    .map_err(|e| anyhow!("the kernel refused program {prog}: {e}"))?;
+            }
+            let id = p
+                .attach(event)
+                .map_err(|e| anyhow!("attaching to raw tracepoint {event}: {e}"))?;
+            let link = p.take_link(id)?;
+            self.links.push(Box::new(link));
+        }
         Ok(())
+    }
+
+    fn program<'a, P>(&'a mut self, name: &str) -> Result<&'a mut P>
+    where
+        &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+    {
+        let p = self
+            .ebpf()
+            .program_mut(name)
+            .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?;
+        Ok(p.try_into()?)
     }
 
     /// Loads the uprobe programs (once, before the first `attach_uprobe`). `empty` picks

@@ -1,6 +1,7 @@
 //! `tracer`: record a server process's kernel and application events, and turn the trace
 //! into Paraver traces and summaries.
 
+mod btf;
 mod dump;
 mod kernel;
 mod output;
@@ -38,7 +39,8 @@ enum Command {
         /// Also convert the trace to Paraver (NAME.prv/.pcf/.row) when recording ends.
         #[arg(long, value_name = "NAME")]
         paraver: Option<PathBuf>,
-        /// Attach uprobes that record nothing (for benchmarks: the kernel's own cost).
+        /// Attach programs that do nothing, to every probe and tracepoint (for benchmarks:
+        /// the kernel's own cost).
         #[arg(long, hide = true)]
         empty_probes: bool,
     },

@@ -189,7 +189,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     }
     // Tracepoints first, then the thread list: a thread created in between is caught by
     // task_newtask (its process is already in the filter) and listed by /proc as well.
-    kernel.attach_tracepoints()?;
+    kernel.attach_tracepoints(opts.empty_probes)?;
     let mut threads = Vec::new();
     let seeded_at = monotonic_ns();
     for &pid in &pids {

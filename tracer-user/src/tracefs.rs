@@ -1,9 +1,12 @@
-//! tracefs: making sure it is mounted, and reading tracepoint record layouts from it.
+//! tracefs: making sure it is mounted, and reading tracepoint record layouts from it
+//! (with the kernel structure layouts from BTF: all the offsets the programs read at).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use tracer_abi::Offsets;
+
+use crate::btf::Btf;
 
 const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
@@ -34,27 +37,20 @@ pub fn ensure_mounted() -> Result<PathBuf> {
     Ok(PathBuf::from(CANDIDATES[0]))
 }
 
-/// Field offsets of the tracepoints the programs read, from their `format` files.
+/// Where the programs read: fields of the classic tracepoints from their `format` files,
+/// fields of kernel structures from the kernel's BTF.
 pub fn offsets(tracefs: &Path) -> Result<Offsets> {
     let fmt = |event: &str| -> Result<String> {
         let path = tracefs.join("events").join(event).join("format");
         std::fs::read_to_string(&path)
             .with_context(|| format!("tracepoint {event} is not available ({})", path.display()))
     };
-    let switch = fmt("sched/sched_switch")?;
-    let wakeup = fmt("sched/sched_wakeup")?;
     let newtask = fmt("task/task_newtask")?;
     let exit = fmt("sched/sched_process_exit")?;
     let rename = fmt("task/task_rename")?;
     let exec = fmt("sched/sched_process_exec")?;
-    let enter = fmt("raw_syscalls/sys_enter")?;
-    let sys_exit = fmt("raw_syscalls/sys_exit")?;
+    let btf = Btf::kernel()?;
     Ok(Offsets {
-        switch_prev_pid: field(&switch, "prev_pid", 4)?,
-        switch_prev_state: field(&switch, "prev_state", 8)?,
-        switch_next_pid: field(&switch, "next_pid", 4)?,
-        wakeup_pid: field(&wakeup, "pid", 4)?,
-        wakeup_target_cpu: field(&wakeup, "target_cpu", 4)?,
         newtask_pid: field(&newtask, "pid", 4)?,
         newtask_comm: field(&newtask, "comm", 16)?,
         newtask_clone_flags: field(&newtask, "clone_flags", 8)?,
@@ -63,11 +59,12 @@ pub fn offsets(tracefs: &Path) -> Result<Offsets> {
         rename_pid: field(&rename, "pid", 4)?,
         rename_newcomm: field(&rename, "newcomm", 16)?,
         exec_pid: field(&exec, "pid", 4)?,
-        sys_enter_id: field(&enter, "id", 8)?,
-        sys_enter_args: field(&enter, "args", 48)?,
-        sys_exit_id: field(&sys_exit, "id", 8)?,
-        sys_exit_ret: field(&sys_exit, "ret", 8)?,
-        _pad: 0,
+        task_pid: btf.offset("task_struct", "pid", 4)?,
+        task_exit_state: btf.offset("task_struct", "exit_state", 4)?,
+        task_cpu: btf.offset("task_struct", "thread_info.cpu", 4)?,
+        regs_arg0: btf.offset("pt_regs", "di", 8)?,
+        regs_arg2: btf.offset("pt_regs", "dx", 8)?,
+        regs_nr: btf.offset("pt_regs", "orig_ax", 8)?,
     })
 }
 

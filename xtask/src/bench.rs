@@ -127,29 +127,6 @@ tracepoint:sched:sched_wakeup /pid == {pid}/ {{ @wakeups[args->pid] = count(); }
     )
 }
 
-/// Empty programs on the attach points of `tracer stat` (see `kernel.rs`).
-fn floor_script(server: &Path) -> String {
-    let s = server.display();
-    let mut p = String::new();
-    for f in ["handle_request", "render_response"] {
-        p += &format!("uprobe:{s}:{f} {{}}\nuretprobe:{s}:{f} {{}}\n");
-    }
-    for t in [
-        "task:task_newtask",
-        "sched:sched_process_exit",
-        "task:task_rename",
-        "sched:sched_process_exec",
-        "sched:sched_switch",
-        "sched:sched_wakeup",
-        "sched:sched_wakeup_new",
-        "raw_syscalls:sys_enter",
-        "raw_syscalls:sys_exit",
-    ] {
-        p += &format!("tracepoint:{t} {{}}\n");
-    }
-    p
-}
-
 /// CPU time (user + system) of a whole process, in nanoseconds.
 fn cpu_ns(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -216,19 +193,21 @@ fn one_server_run(
         Mode::Tracer => "server.trace",
         Mode::Stat => "server.stat",
         Mode::Bpftrace => "bpftrace.out",
-        Mode::Floor => "floor.out",
+        Mode::Floor => "floor.trace",
         _ => "perf.data",
     });
     let _ = std::fs::remove_file(&out);
     let tool = match mode {
         Mode::Untraced => None,
-        Mode::Tracer => {
-            let c = Command::new(tracer)
-                .args(["record", "--quiet", "-p", &pid.to_string()])
+        Mode::Tracer | Mode::Floor => {
+            let mut c = Command::new(tracer);
+            c.args(["record", "--quiet", "-p", &pid.to_string()])
                 .args(["-u", "handle_request", "-u", "render_response", "-o"])
-                .arg(&out)
-                .stderr(Stdio::piped())
-                .spawn()?;
+                .arg(&out);
+            if mode == Mode::Floor {
+                c.arg("--empty-probes");
+            }
+            let c = c.stderr(Stdio::piped()).spawn()?;
             wait_until(Duration::from_secs(20), || file_len(&out) > 200);
             Some(c)
         }
@@ -242,16 +221,11 @@ fn one_server_run(
             wait_until(Duration::from_secs(20), || file_len(&out) > 200);
             Some(c)
         }
-        Mode::Bpftrace | Mode::Floor => {
+        Mode::Bpftrace => {
             let fixture = build_fixture("server");
-            let script = if mode == Mode::Floor {
-                floor_script(&fixture)
-            } else {
-                bpftrace_script(&fixture, pid)
-            };
             let c = Command::new("bpftrace")
                 .arg("-e")
-                .arg(script)
+                .arg(bpftrace_script(&fixture, pid))
                 .stdout(std::fs::File::create(&out)?)
                 .stderr(Stdio::piped())
                 .spawn()?;
