@@ -158,11 +158,15 @@ pub struct Offsets {
     pub task_pid: u32,
     pub task_exit_state: u32,
     pub task_cpu: u32,
+    /// `se.sum_exec_runtime`: the CPU time the kernel has charged the task, up to date
+    /// when it switches out.
+    pub task_sum_exec: u32,
     /// `struct pt_regs` at system call entry: the first and third arguments and the
     /// call's number.
     pub regs_arg0: u32,
     pub regs_arg2: u32,
     pub regs_nr: u32,
+    pub _pad: u32,
 }
 
 impl Offsets {
@@ -180,9 +184,11 @@ impl Offsets {
         task_pid: 0,
         task_exit_state: 0,
         task_cpu: 0,
+        task_sum_exec: 0,
         regs_arg0: 112,
         regs_arg2: 96,
         regs_nr: 120,
+        _pad: 0,
     };
 }
 
@@ -328,6 +334,8 @@ pub struct ThreadSched {
     pub cpu: u32,
     /// Entry time of the system call in progress, 0 when none.
     pub sys_start: u64,
+    /// The task's `sum_exec_runtime` when it last took a CPU; 0 when unknown.
+    pub exec_base: u64,
     /// Probed calls in progress.
     pub depth: u32,
     pub _pad: u32,

@@ -361,10 +361,14 @@ mod programs {
         let prev_state = switch_state(preempt, raw_state, exit_state);
         let exiting = prev_traced && prev_state & task_state::EXITED != 0;
         let record = if counting() {
+            // With each thread, the CPU time the kernel has charged it: running times
+            // are then the kernel's own (see `stat::transition`).
+            let prev_task: u64 = ctx.arg(1);
+            let exec = |task: u64| kernel_field::<u64>(task, offsets().task_sum_exec);
             stat::switch(
-                prev_traced.then_some(prev),
+                prev_traced.then(|| (prev, exec(prev_task))),
                 prev_state,
-                next_traced.then_some(next),
+                next_traced.then(|| (next, exec(next_task))),
                 now(),
                 exiting,
             );

@@ -62,9 +62,11 @@ pub fn offsets(tracefs: &Path) -> Result<Offsets> {
         task_pid: btf.offset("task_struct", "pid", 4)?,
         task_exit_state: btf.offset("task_struct", "exit_state", 4)?,
         task_cpu: btf.offset("task_struct", "thread_info.cpu", 4)?,
+        task_sum_exec: btf.offset("task_struct", "se.sum_exec_runtime", 8)?,
         regs_arg0: btf.offset("pt_regs", "di", 8)?,
         regs_arg2: btf.offset("pt_regs", "dx", 8)?,
         regs_nr: btf.offset("pt_regs", "orig_ax", 8)?,
+        _pad: 0,
     })
 }
 
