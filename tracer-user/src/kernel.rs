@@ -8,9 +8,9 @@ use aya::{
     maps::{Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
-        RawTracePoint, TracePoint, UProbe,
+        BtfTracePoint, RawTracePoint, TracePoint, UProbe,
     },
-    Ebpf, EbpfLoader,
+    Btf, Ebpf, EbpfLoader,
 };
 use tracer_abi::{
     counter, Config, FuncStat, Offsets, SysStat, ThreadSched, ThreadStat, ID_HINT_SLOTS, MAX_CPUS,
@@ -28,8 +28,9 @@ const TRACEPOINTS: [(&str, &str, &str); 4] = [
     ("sched_process_exec", "sched", "sched_process_exec"),
 ];
 
-/// Raw tracepoints attached for every recording; each program has the tracepoint's name.
-const RAW_TRACEPOINTS: [&str; 5] = [
+/// BTF (raw) tracepoints attached for every recording; each program has the tracepoint's
+/// name.
+const BTF_TRACEPOINTS: [&str; 5] = [
     "sched_switch",
     "sched_wakeup",
     "sched_wakeup_new",
@@ -153,16 +154,32 @@ impl Kernel {
             let link = p.take_link(id)?;
             self.links.push(Box::new(link));
         }
-        for event in RAW_TRACEPOINTS {
-            let prog = if empty { "raw_tracepoint_empty" } else { event };
-            let p: &mut RawTracePoint = self.program(prog)?;
-            if p.fd().is_err() {
-                p.load()
-                    .map_err(|e| anyhow!("the kernel refused program {prog}: {e}"))?;
+        if empty {
+            // The kernel's path to a BTF tracepoint program is a raw tracepoint's: one
+            // empty raw program stands for all five.
+            for event in BTF_TRACEPOINTS {
+                let p: &mut RawTracePoint = self.program("raw_tracepoint_empty")?;
+                if p.fd().is_err() {
+                    p.load()
+                        .map_err(|e| anyhow!("the kernel refused an empty program: {e}"))?;
+                }
+                let id = p
+                    .attach(event)
+                    .map_err(|e| anyhow!("attaching to raw tracepoint {event}: {e}"))?;
+                let link = p.take_link(id)?;
+                self.links.push(Box::new(link));
             }
+            return Ok(());
+        }
+        let btf = Btf::from_sys_fs()
+            .map_err(|e| anyhow!("reading the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"))?;
+        for event in BTF_TRACEPOINTS {
+            let p: &mut BtfTracePoint = self.program(event)?;
+            p.load(event, &btf)
+                .map_err(|e| anyhow!("the kernel refused program {event}: {e}"))?;
             let id = p
-                .attach(event)
-                .map_err(|e| anyhow!("attaching to raw tracepoint {event}: {e}"))?;
+                .attach()
+                .map_err(|e| anyhow!("attaching to BTF tracepoint {event}: {e}"))?;
             let link = p.take_link(id)?;
             self.links.push(Box::new(link));
         }
