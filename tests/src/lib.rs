@@ -942,15 +942,17 @@ pub struct RunClock {
 }
 
 impl RunClock {
-    /// Starts the stretch once the process's threads are idle: run time a thread spends
-    /// finishing its start-up after this would be counted here but happen before the
-    /// tracer attaches (1.3 ms of a server's last worker, once in five runs).
+    /// Starts the stretch once the process's threads are idle (all asleep, their run
+    /// times still): run time a thread spends finishing its start-up after this would be
+    /// counted here but happen before the tracer attaches (1.3 ms of a server's last
+    /// worker, once in five runs). Asleep, because a thread waiting for a CPU also keeps
+    /// its run time still.
     pub fn start(pid: u32) -> RunClock {
         let mut start = run_times(pid);
         for _ in 0..100 {
             std::thread::sleep(Duration::from_millis(20));
             let now = run_times(pid);
-            if now == start {
+            if now == start && all_asleep(pid) {
                 break;
             }
             start = now;
@@ -977,6 +979,16 @@ impl RunClock {
                 .collect(),
         }
     }
+}
+
+/// True when every thread of `pid` sleeps (state S).
+fn all_asleep(pid: u32) -> bool {
+    threads(pid).iter().all(|(tid, _)| {
+        fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+            .ok()
+            .and_then(|s| Some(s.rsplit_once(") ")?.1.starts_with('S')))
+            .unwrap_or(false)
+    })
 }
 
 fn run_times(pid: u32) -> Vec<(u32, String, u64)> {

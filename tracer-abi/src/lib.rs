@@ -296,8 +296,8 @@ pub struct SysStat {
     pub positive_sum: u64,
 }
 
-/// Counting mode, per thread. Times are closed intervals only: user space adds the
-/// interval still open (from [`ThreadSched`]) when it reads.
+/// Counting mode, per thread, cumulative. Times are closed intervals only: user space
+/// adds the interval still open (from [`ThreadSched`]) when it reads.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ThreadStat {
@@ -323,9 +323,14 @@ pub mod tstate {
 /// counted in depth but not timed).
 pub const MAX_DEPTH: usize = 16;
 
-/// Counting mode, per thread: the state it is in, since when, its last CPU, and the
-/// start times of its system call and probed calls in progress. Updated in place, so the
-/// hot path makes no map insertions.
+/// Counting mode, per thread: the state it is in, since when, its last CPU, the start
+/// times of its system call and probed calls in progress, and its counters. Updated in
+/// place, so the hot path makes no map insertions, and one lookup serves an event.
+///
+/// One entry per thread, not per CPU: every update is serialized for a thread, as it
+/// happens either in its own context or under its run-queue or wakeup lock; a wakeup of
+/// a thread that is still running touches only `wakeups_received`, a word the thread
+/// itself does not write.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ThreadSched {
@@ -338,9 +343,11 @@ pub struct ThreadSched {
     pub exec_base: u64,
     /// Probed calls in progress.
     pub depth: u32,
-    pub _pad: u32,
+    /// 1 once the thread has exited: user space reports it a last time and removes it.
+    pub exited: u32,
     pub func_start: [u64; MAX_DEPTH],
     pub func_id: [u32; MAX_DEPTH],
+    pub stat: ThreadStat,
 }
 /// `clone(2)` flag: the new task is a thread of the caller's process.
 pub const CLONE_THREAD: u64 = 0x0001_0000;

@@ -177,6 +177,23 @@ mod programs {
         maybe_traced(tgid) && TGIDS.get_ptr(tgid).is_some()
     }
 
+    /// Counting mode's filter and state lookup in one: a live entry in `SCHED` proves
+    /// `tid` traced; without one, `traced` decides, and a traced thread gets one (in
+    /// `state`, since now). A traced thread's event costs one hash lookup instead of two.
+    #[inline(always)]
+    fn counted(tid: u32, state: u32, traced: impl FnOnce() -> bool) -> Option<*mut ThreadSched> {
+        if maybe_traced(tid) {
+            if let Some(t) = stat::live(tid) {
+                return Some(t);
+            }
+        }
+        if traced() {
+            stat::create(tid, state, now())
+        } else {
+            None
+        }
+    }
+
     #[inline(always)]
     fn current() -> (u32, u32) {
         let id = bpf_get_current_pid_tgid();
@@ -296,18 +313,20 @@ mod programs {
     #[btf_tracepoint(function = "sys_enter")]
     pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
         let (tgid, tid) = current();
-        if !is_traced_tgid(tgid) {
-            return 0;
-        }
         let nr: i64 = ctx.arg(1);
-        if nr < 0 || nr as u32 == SYS_URETPROBE {
-            return 0;
-        }
         if counting() {
-            stat::sys_enter(tid, now());
+            let Some(t) = counted(tid, tstate::RUNNING, || is_traced_tgid(tgid)) else {
+                return 0;
+            };
+            if nr < 0 || nr as u32 == SYS_URETPROBE {
+                return 0;
+            }
+            stat::sys_enter(t, now());
             if !sampled(tid) {
                 return 0;
             }
+        } else if !is_traced_tgid(tgid) || nr < 0 || nr as u32 == SYS_URETPROBE {
+            return 0;
         }
         let regs: *const u8 = ctx.arg(0);
         emit(SysEnter {
@@ -324,17 +343,24 @@ mod programs {
     #[btf_tracepoint(function = "sys_exit")]
     pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
         let (tgid, tid) = current();
-        if !is_traced_tgid(tgid) {
+        let t = if counting() {
+            let Some(t) = counted(tid, tstate::RUNNING, || is_traced_tgid(tgid)) else {
+                return 0;
+            };
+            Some(t)
+        } else if is_traced_tgid(tgid) {
+            None
+        } else {
             return 0;
-        }
+        };
         let regs: *const u8 = ctx.arg(0);
         let nr: i64 = kernel_field(regs, kernel_offset!(regs_nr));
         if nr < 0 || nr as u32 == SYS_URETPROBE {
             return 0;
         }
         let ret: i64 = ctx.arg(1);
-        if counting() {
-            stat::sys_exit(tid, nr as u32, ret, now());
+        if let Some(t) = t {
+            stat::sys_exit(t, nr as u32, ret, now());
             if !sampled(tid) {
                 return 0;
             }
@@ -353,11 +379,19 @@ mod programs {
     #[btf_tracepoint(function = "sched_switch")]
     pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         let (_, prev) = current();
+        let prev_task: *const u8 = ctx.arg(1);
         let next_task: *const u8 = ctx.arg(2);
         let next: u32 = kernel_field(next_task, kernel_offset!(task_pid));
-        let prev_traced = is_traced_tid(prev);
-        // Recording needs `next` only when `prev` is not traced; counting needs both.
-        let next_traced = (counting() || !prev_traced) && is_traced_tid(next);
+        // Counting needs both threads' entries; recording needs `next` only when `prev`
+        // is not traced.
+        let (prev_t, next_t, prev_traced, next_traced) = if counting() {
+            let p = counted(prev, tstate::RUNNING, || is_traced_tid(prev));
+            let n = counted(next, tstate::RUNNING, || is_traced_tid(next));
+            (p, n, p.is_some(), n.is_some())
+        } else {
+            let p = is_traced_tid(prev);
+            (None, None, p, !p && is_traced_tid(next))
+        };
         if !prev_traced && !next_traced {
             return 0;
         }
@@ -367,7 +401,6 @@ mod programs {
         let raw_state = raw_state as u32;
         // A thread's exit state matters only to a switch that is not a preemption.
         let exit_state: u32 = if prev_traced && !preempt && raw_state != 0 {
-            let prev_task: *const u8 = ctx.arg(1);
             kernel_field(prev_task, kernel_offset!(task_exit_state))
         } else {
             0
@@ -377,12 +410,11 @@ mod programs {
         let record = if counting() {
             // With each thread, the CPU time the kernel has charged it: running times
             // are then the kernel's own (see `stat::transition`).
-            let prev_task: *const u8 = ctx.arg(1);
             let exec = |task: *const u8| kernel_field::<u64>(task, kernel_offset!(task_sum_exec));
             stat::switch(
-                prev_traced.then(|| (prev, exec(prev_task))),
+                prev_t.map(|t| (t, exec(prev_task))),
                 prev_state,
-                next_traced.then(|| (next, exec(next_task))),
+                next_t.map(|t| (t, exec(next_task))),
                 now(),
                 exiting,
             );
@@ -409,17 +441,20 @@ mod programs {
     fn wakeup(ctx: &BtfTracePointContext, kind: u16) {
         let task: *const u8 = ctx.arg(0);
         let wakee: u32 = kernel_field(task, kernel_offset!(task_pid));
-        if !is_traced_tid(wakee) {
-            return;
-        }
-        let target_cpu: u32 = kernel_field(task, kernel_offset!(task_cpu));
         let (_, waker) = current();
         if counting() {
-            stat::wakeup(is_traced_tid(waker).then_some(waker), wakee, now());
+            let Some(t) = counted(wakee, tstate::BLOCKED, || is_traced_tid(wakee)) else {
+                return;
+            };
+            let w = counted(waker, tstate::RUNNING, || is_traced_tid(waker));
+            stat::wakeup(w, t, now());
             if !sampled(wakee) {
                 return;
             }
+        } else if !is_traced_tid(wakee) {
+            return;
         }
+        let target_cpu: u32 = kernel_field(task, kernel_offset!(task_cpu));
         emit(Wakeup {
             h: header(waker, kind),
             wakee,

@@ -2,16 +2,18 @@
 //! sending records, so nothing crosses to user space per event.
 //!
 //! Thread states are a small state machine per thread (`SCHED`: state, since, CPU) driven
-//! by switches and wakeups; closed intervals accumulate in `THREAD_STATS`, and user space
-//! adds the open one when it reads. The same per-thread entry holds the start times of the
-//! system call and probed calls in progress: it is updated in place, so no event costs a
-//! map insertion (the expensive operation of a BPF hash map). With `Config::sample_every = N`, one call in N of each
+//! by switches and wakeups; closed intervals accumulate in the same entry, and user space
+//! adds the open one when it reads. The entry also holds the start times of the system
+//! call and probed calls in progress and the thread's counters: it is updated in place, so
+//! no event costs a map insertion (the expensive operation of a BPF hash map), and the
+//! lookup that finds it is also the filter's answer (see `counted` in main.rs). With
+//! `Config::sample_every = N`, one call in N of each
 //! function is also recorded in full (entry, exit, and the thread's syscalls and switches
 //! while inside it) through the ring buffers.
 
 use aya_ebpf::{
     bindings::BPF_ANY,
-    btf_maps::{HashMap, PerCpuArray, PerCpuHashMap},
+    btf_maps::{HashMap, PerCpuArray},
     helpers::generated::bpf_get_smp_processor_id,
     macros::btf_map,
 };
@@ -25,11 +27,7 @@ static FUNC_STATS: PerCpuArray<FuncStat, { MAX_FUNCS as usize }> = PerCpuArray::
 #[btf_map]
 static SYS_STATS: PerCpuArray<SysStat, { MAX_SYSCALLS as usize }> = PerCpuArray::new();
 
-#[btf_map]
-static THREAD_STATS: PerCpuHashMap<u32, ThreadStat, { MAX_THREADS as usize }> =
-    PerCpuHashMap::new();
-
-/// Per thread: its current state, since when, on which CPU it last ran.
+/// Per thread: its state machine and counters (see [`ThreadSched`]).
 #[btf_map]
 static SCHED: HashMap<u32, ThreadSched, { MAX_THREADS as usize }> = HashMap::new();
 
@@ -57,45 +55,51 @@ fn log2_bucket(ns: u64) -> usize {
     }
 }
 
-/// The thread's statistics slot on this CPU, created on first use.
+/// The entry of `tid` if it has a live one (not one left by a thread that exited): proof
+/// that it is traced.
 #[inline(always)]
-fn thread_stat(tid: u32) -> Option<*mut ThreadStat> {
-    if let Some(p) = THREAD_STATS.get_ptr_mut(tid) {
-        return Some(p);
-    }
-    if THREAD_STATS
-        .insert(tid, ThreadStat::default(), BPF_ANY as u64)
-        .is_err()
-    {
-        bump(counter::STAT_FULL);
-        return None;
-    }
-    THREAD_STATS.get_ptr_mut(tid)
+pub fn live(tid: u32) -> Option<*mut ThreadSched> {
+    let t = SCHED.get_ptr_mut(tid)?;
+    // SAFETY: our own map's value.
+    (unsafe { (*t).exited } == 0).then_some(t)
 }
 
-/// The thread's entry in `SCHED`, created (running since `now`, on this CPU) if it has
-/// none yet: a thread makes system calls and probed calls only while running.
+/// A fresh entry for traced thread `tid`, in `state` since `now` on this CPU.
 #[inline(always)]
-fn sched_entry(tid: u32, now: u64) -> Option<*mut ThreadSched> {
-    if let Some(p) = SCHED.get_ptr_mut(tid) {
-        return Some(p);
+pub fn create(tid: u32, state: u32, now: u64) -> Option<*mut ThreadSched> {
+    if let Some(t) = SCHED.get_ptr_mut(tid) {
+        // The id of a thread that exited, reused before user space reported it: the state
+        // machine starts afresh and the counters carry on (the two threads share a window).
+        // SAFETY: our own map's value.
+        unsafe {
+            (*t).since = now;
+            (*t).state = state;
+            (*t).cpu = cpu();
+            (*t).sys_start = 0;
+            (*t).exec_base = 0;
+            (*t).depth = 0;
+            (*t).exited = 0;
+        }
+        return Some(t);
     }
     let fresh = ThreadSched {
         since: now,
-        state: tstate::RUNNING,
+        state,
         cpu: cpu(),
-        sys_start: 0,
-        exec_base: 0,
-        depth: 0,
-        _pad: 0,
-        func_start: [0; MAX_DEPTH],
-        func_id: [0; MAX_DEPTH],
+        ..ThreadSched::default()
     };
     if SCHED.insert(tid, fresh, BPF_ANY as u64).is_err() {
         bump(counter::STAT_FULL);
         return None;
     }
     SCHED.get_ptr_mut(tid)
+}
+
+/// The entry of a thread that is running: probed calls are made only by the traced
+/// process, so whoever makes one is traced.
+#[inline(always)]
+fn running_entry(tid: u32, now: u64) -> Option<*mut ThreadSched> {
+    live(tid).or_else(|| create(tid, tstate::RUNNING, now))
 }
 
 /// True when `tid` is inside a sampled call (its events go to the ring buffers too).
@@ -107,7 +111,7 @@ pub fn sampled(tid: u32) -> bool {
 /// A function was entered; returns true when this call is sampled.
 #[inline(always)]
 pub fn func_entry(tid: u32, func: u32, now: u64, sample_every: u32) -> bool {
-    if let Some(t) = sched_entry(tid, now) {
+    if let Some(t) = running_entry(tid, now) {
         // SAFETY: our own map's value, written only by the thread it describes.
         unsafe {
             let d = (*t).depth as usize;
@@ -139,7 +143,7 @@ pub fn func_entry(tid: u32, func: u32, now: u64, sample_every: u32) -> bool {
 /// A function returned; returns true when the call was the sampled one.
 #[inline(always)]
 pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64, sample_every: u32) -> bool {
-    if let Some(t) = SCHED.get_ptr_mut(tid) {
+    if let Some(t) = live(tid) {
         // SAFETY: as in `func_entry`.
         let start = unsafe {
             let d = (*t).depth;
@@ -171,30 +175,28 @@ pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64, sample_every: u32) -> 
     false
 }
 
+/// Traced thread `t` entered a system call.
 #[inline(always)]
-pub fn sys_enter(tid: u32, now: u64) {
-    if let Some(t) = sched_entry(tid, now) {
-        // SAFETY: our own map's value, written only by the thread it describes.
-        unsafe { (*t).sys_start = now };
-    }
+pub fn sys_enter(t: *mut ThreadSched, now: u64) {
+    // SAFETY: our own map's value, written only by the thread it describes.
+    unsafe { (*t).sys_start = now };
 }
 
+/// Traced thread `t` returned from system call `nr`.
 #[inline(always)]
-pub fn sys_exit(tid: u32, nr: u32, ret: i64, now: u64) {
+pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
     // A call already in progress at attach has no start: it still counts (calls, bytes,
     // errors stay exact), with no time.
-    let dt = match SCHED.get_ptr_mut(tid) {
-        // SAFETY: as in `sys_enter`.
-        Some(t) => unsafe {
-            let start = (*t).sys_start;
-            (*t).sys_start = 0;
-            if start == 0 {
-                0
-            } else {
-                now.saturating_sub(start)
-            }
-        },
-        None => 0,
+    // SAFETY: as in `sys_enter`.
+    let dt = unsafe {
+        let start = (*t).sys_start;
+        (*t).sys_start = 0;
+        (*t).stat.syscalls += 1;
+        if start == 0 {
+            0
+        } else {
+            now.saturating_sub(start)
+        }
     };
     if let Some(s) = SYS_STATS.get_ptr_mut(nr) {
         // SAFETY: per-CPU slot.
@@ -208,16 +210,11 @@ pub fn sys_exit(tid: u32, nr: u32, ret: i64, now: u64) {
             (*s).total_ns += dt;
         }
     }
-    if let Some(t) = thread_stat(tid) {
-        // SAFETY: per-CPU slot.
-        unsafe { (*t).syscalls += 1 };
-    }
 }
 
-/// Closes the thread's current interval at `now` and opens one in `state`; returns the
-/// CPU it was last on (if it had an entry) and its statistics slot on this CPU, looked up
-/// once for the caller's counters too. `exec` is the task's `sum_exec_runtime` at a
-/// switch (0 elsewhere, or when unread).
+/// Closes the interval thread `t` is in at `now` and opens one in `state` on `cpu`;
+/// returns the CPU it was last on. `exec` is the task's `sum_exec_runtime` at a switch
+/// (0 elsewhere, or when unread).
 ///
 /// A run ends where the kernel stopped charging the thread, not at the switch's
 /// timestamp: between the two the kernel picks the next task, which, when the CPU is about
@@ -226,59 +223,39 @@ pub fn sys_exit(tid: u32, nr: u32, ret: i64, now: u64) {
 /// schedstat's. That time goes to the state the thread switched to, in which it already
 /// was, so states still add up to the wall time.
 #[inline(always)]
-fn transition(
-    tid: u32,
-    state: u32,
-    now: u64,
-    cpu: u32,
-    exec: u64,
-) -> (Option<u32>, Option<*mut ThreadStat>) {
-    let base = if state == tstate::RUNNING { exec } else { 0 };
-    let Some(t) = SCHED.get_ptr_mut(tid) else {
-        let _ = sched_entry(tid, now).map(|t| {
-            // SAFETY: our own map's value.
-            unsafe {
-                (*t).state = state;
-                (*t).exec_base = base;
-            }
-        });
-        return (None, thread_stat(tid));
-    };
+fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) -> u32 {
     // SAFETY: our own map's value; a thread's switches and wakeups are serialized by the
-    // scheduler's run-queue lock.
-    let (old_state, since, old_cpu, old_base) =
-        unsafe { ((*t).state, (*t).since, (*t).cpu, (*t).exec_base) };
-    let mut spent = now.saturating_sub(since);
-    if old_state == tstate::RUNNING && old_base != 0 && exec >= old_base {
-        spent = spent.min(exec - old_base);
-    }
-    let st = thread_stat(tid);
-    if let Some(st) = st {
-        // SAFETY: per-CPU slot; the index is masked into range.
-        unsafe { (*st).state_ns[(old_state & 3) as usize] += spent };
-    }
-    // SAFETY: as above.
+    // scheduler's locks.
     unsafe {
+        let (old_state, since, old_cpu, old_base) =
+            ((*t).state, (*t).since, (*t).cpu, (*t).exec_base);
+        let mut spent = now.saturating_sub(since);
+        if old_state == tstate::RUNNING && old_base != 0 && exec >= old_base {
+            spent = spent.min(exec - old_base);
+        }
+        // The index is masked into range; black_box keeps the mask, which LLVM would drop
+        // where the caller has compared the state (the verifier cannot see why).
+        (*t).stat.state_ns[(core::hint::black_box(old_state) & 3) as usize] += spent;
         (*t).since = since + spent;
         (*t).state = state;
         (*t).cpu = cpu;
-        (*t).exec_base = base;
+        (*t).exec_base = if state == tstate::RUNNING { exec } else { 0 };
+        old_cpu
     }
-    (Some(old_cpu), st)
 }
 
 /// `prev` leaves the CPU in `prev_state`, `next` takes it (each only if traced, with its
 /// `sum_exec_runtime`).
 #[inline(always)]
 pub fn switch(
-    prev: Option<(u32, u64)>,
+    prev: Option<(*mut ThreadSched, u64)>,
     prev_state: u32,
-    next: Option<(u32, u64)>,
+    next: Option<(*mut ThreadSched, u64)>,
     now: u64,
     exiting: bool,
 ) {
     let cpu = cpu();
-    if let Some((prev, exec)) = prev {
+    if let Some((t, exec)) = prev {
         let preempted = prev_state == 0 || prev_state & 0x100 != 0;
         let state = if preempted {
             tstate::READY
@@ -287,51 +264,41 @@ pub fn switch(
         } else {
             tstate::BLOCKED
         };
-        if let (_, Some(t)) = transition(prev, state, now, cpu, exec) {
-            // SAFETY: per-CPU slot.
-            unsafe {
-                if preempted {
-                    (*t).involuntary += 1;
-                } else {
-                    (*t).voluntary += 1;
-                }
+        transition(t, state, now, cpu, exec);
+        // SAFETY: as in `transition`.
+        unsafe {
+            if preempted {
+                (*t).stat.involuntary += 1;
+            } else {
+                (*t).stat.voluntary += 1;
             }
-        }
-        if exiting {
-            let _ = SCHED.remove(prev);
+            if exiting {
+                // Its counters stay for user space to report, which then removes it.
+                (*t).exited = 1;
+            }
         }
     }
-    if let Some((next, exec)) = next {
-        if let (Some(old), Some(t)) = transition(next, tstate::RUNNING, now, cpu, exec) {
-            if old != cpu {
-                // SAFETY: per-CPU slot.
-                unsafe { (*t).migrations += 1 };
-            }
+    if let Some((t, exec)) = next {
+        if transition(t, tstate::RUNNING, now, cpu, exec) != cpu {
+            // SAFETY: as in `transition`.
+            unsafe { (*t).stat.migrations += 1 };
         }
     }
 }
 
 /// `waker` (if traced) woke the traced `wakee`: it becomes ready to run.
 #[inline(always)]
-pub fn wakeup(waker: Option<u32>, wakee: u32, now: u64) {
-    // SAFETY: a value of our own map.
-    let (state, cpu) = SCHED
-        .get_ptr(wakee)
-        .map(|p| unsafe { ((*p).state, (*p).cpu) })
-        .unwrap_or((tstate::BLOCKED, cpu()));
-    let st = if state == tstate::BLOCKED || state == tstate::IO {
-        transition(wakee, tstate::READY, now, cpu, 0).1
-    } else {
-        thread_stat(wakee)
-    };
-    if let Some(t) = st {
-        // SAFETY: per-CPU slot.
-        unsafe { (*t).wakeups_received += 1 };
-    }
-    if let Some(waker) = waker {
-        if let Some(t) = thread_stat(waker) {
-            // SAFETY: per-CPU slot.
-            unsafe { (*t).wakeups_sent += 1 };
+pub fn wakeup(waker: Option<*mut ThreadSched>, wakee: *mut ThreadSched, now: u64) {
+    // SAFETY: as in `transition`.
+    unsafe {
+        let state = (*wakee).state;
+        if state == tstate::BLOCKED || state == tstate::IO {
+            let cpu = (*wakee).cpu;
+            transition(wakee, tstate::READY, now, cpu, 0);
+        }
+        (*wakee).stat.wakeups_received += 1;
+        if let Some(waker) = waker {
+            (*waker).stat.wakeups_sent += 1;
         }
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
-    maps::{Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, RingBuf},
     programs::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
         BtfTracePoint, RawTracePoint, TracePoint, UProbe,
@@ -13,8 +13,7 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
 };
 use tracer_abi::{
-    counter, Config, FuncStat, Offsets, SysStat, ThreadSched, ThreadStat, ID_HINT_SLOTS, MAX_CPUS,
-    RING_BYTES,
+    counter, Config, FuncStat, Offsets, SysStat, ThreadSched, ID_HINT_SLOTS, MAX_CPUS, RING_BYTES,
 };
 
 /// The eBPF object built by `cargo xtask build`, embedded at compile time.
@@ -62,7 +61,6 @@ pub struct Kernel {
 pub struct StatMaps {
     pub funcs: PerCpuArray<MapData, FuncStat>,
     pub syscalls: PerCpuArray<MapData, SysStat>,
-    pub threads: PerCpuHashMap<MapData, u32, ThreadStat>,
     pub sched: HashMap<MapData, u32, ThreadSched>,
 }
 
@@ -83,7 +81,7 @@ impl Kernel {
         if config.stat_mode == 0 {
             // Counting mode's hash maps are preallocated (tens of MiB, ~0.1 s to create)
             // and never touched when recording.
-            for map in ["THREAD_STATS", "SCHED", "SAMPLED"] {
+            for map in ["SCHED", "SAMPLED"] {
                 loader.map_max_entries(map, 1);
             }
         }
@@ -103,7 +101,6 @@ impl Kernel {
             Some(StatMaps {
                 funcs: take("FUNC_STATS")?.try_into()?,
                 syscalls: take("SYS_STATS")?.try_into()?,
-                threads: take("THREAD_STATS")?.try_into()?,
                 sched: take("SCHED")?.try_into()?,
             })
         } else {

@@ -164,32 +164,26 @@ impl Counting {
                 });
             }
         }
-        let open: HashMap<u32, tracer_abi::ThreadSched> =
-            maps.sched.iter().filter_map(|r| r.ok()).collect();
         let mut gone = Vec::new();
-        for entry in maps.threads.iter() {
-            let Ok((tid, per_cpu)) = entry else { continue };
-            let mut t = ThreadTotals::default();
-            for s in per_cpu.iter() {
-                for (t, s) in t.state_ns.iter_mut().zip(s.state_ns) {
-                    *t += s;
-                }
-                let c = [
+        for entry in maps.sched.iter() {
+            let Ok((tid, e)) = entry else { continue };
+            let s = e.stat;
+            let mut t = ThreadTotals {
+                state_ns: s.state_ns,
+                counts: [
                     s.voluntary,
                     s.involuntary,
                     s.wakeups_sent,
                     s.wakeups_received,
                     s.migrations,
                     s.syscalls,
-                ];
-                for (t, c) in t.counts.iter_mut().zip(c) {
-                    *t += c;
-                }
-            }
-            match open.get(&tid) {
+                ],
+            };
+            if e.exited == 0 {
                 // The interval in progress counts up to now.
-                Some(o) => t.state_ns[(o.state & 3) as usize] += now.saturating_sub(o.since),
-                None => gone.push(tid),
+                t.state_ns[(e.state & 3) as usize] += now.saturating_sub(e.since);
+            } else {
+                gone.push(tid);
             }
             let prev = self.threads.insert(tid, t).unwrap_or_default();
             let d = |i: usize| t.state_ns[i].saturating_sub(prev.state_ns[i]);
@@ -211,10 +205,10 @@ impl Counting {
                 syscalls: c(5),
             });
         }
-        // Exited threads (no state entry left) were reported for the last time: free
-        // their slots so days of thread churn keep memory flat.
+        // Exited threads were reported for the last time: free their entries so days of
+        // thread churn keep memory flat.
         for tid in gone {
-            let _ = maps.threads.remove(&tid);
+            let _ = maps.sched.remove(&tid);
             self.threads.remove(&tid);
             self.names.remove(&tid);
         }
