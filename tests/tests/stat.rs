@@ -125,6 +125,21 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
         .map(|s| s.calls - s.errors)
         .sum();
     assert_eq!(accepts, stats.connections);
+    // Each call's time goes to its thread and to its system call number alike.
+    let by_thread: u64 = f
+        .windows
+        .iter()
+        .flat_map(|w| &w.threads)
+        .map(|t| t.syscall_ns)
+        .sum();
+    let by_call: u64 = f
+        .windows
+        .iter()
+        .flat_map(|w| &w.syscalls)
+        .map(|s| s.total_ns)
+        .sum();
+    assert!(by_call > 0);
+    assert_eq!(by_thread, by_call);
 
     // `tracer summary` reads stat files with the same figures.
     let s = trace_merge::summary::summarize(std::slice::from_ref(&out)).unwrap();

@@ -133,6 +133,9 @@ pub struct ThreadWindow {
     pub wakeups_received: u64,
     pub migrations: u64,
     pub syscalls: u64,
+    /// Time inside system calls (absent from files of tracers before it was counted).
+    #[serde(default)]
+    pub syscall_ns: u64,
 }
 
 /// A system call number in one window.

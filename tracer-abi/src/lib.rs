@@ -309,6 +309,8 @@ pub struct ThreadStat {
     pub wakeups_received: u64,
     pub migrations: u64,
     pub syscalls: u64,
+    /// Time inside system calls.
+    pub syscall_ns: u64,
 }
 
 /// Thread states of counting mode.

@@ -191,12 +191,14 @@ pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
     let dt = unsafe {
         let start = (*t).sys_start;
         (*t).sys_start = 0;
-        (*t).stat.syscalls += 1;
-        if start == 0 {
+        let dt = if start == 0 {
             0
         } else {
             now.saturating_sub(start)
-        }
+        };
+        (*t).stat.syscalls += 1;
+        (*t).stat.syscall_ns += dt;
+        dt
     };
     if let Some(s) = SYS_STATS.get_ptr_mut(nr) {
         // SAFETY: per-CPU slot.

@@ -29,7 +29,7 @@ pub struct StatOptions {
 #[derive(Clone, Copy, Default)]
 struct ThreadTotals {
     state_ns: [u64; 4],
-    counts: [u64; 6],
+    counts: [u64; 7],
 }
 
 /// Turns the kernel's cumulative maps into windows.
@@ -177,6 +177,7 @@ impl Counting {
                     s.wakeups_received,
                     s.migrations,
                     s.syscalls,
+                    s.syscall_ns,
                 ],
             };
             if e.exited == 0 {
@@ -203,6 +204,7 @@ impl Counting {
                 wakeups_received: c(3),
                 migrations: c(4),
                 syscalls: c(5),
+                syscall_ns: c(6),
             });
         }
         // Exited threads were reported for the last time: free their entries so days of

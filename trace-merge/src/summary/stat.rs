@@ -197,6 +197,7 @@ impl Acc {
             s.wakeups_received += t.wakeups_received;
             s.migrations += t.migrations;
             s.syscalls += t.syscalls;
+            s.syscall_ns += t.syscall_ns;
         }
         for c in &w.syscalls {
             let class = sysclass::class(c.nr);
