@@ -312,20 +312,22 @@ mod programs {
     /// `sys_enter(struct pt_regs *regs, long id)`.
     #[btf_tracepoint(function = "sys_enter")]
     pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
-        let (tgid, tid) = current();
         let nr: i64 = ctx.arg(1);
+        // Every probed function's return makes the uretprobe call: drop it before any
+        // lookup.
+        if nr < 0 || nr as u32 == SYS_URETPROBE {
+            return 0;
+        }
+        let (tgid, tid) = current();
         if counting() {
             let Some(t) = counted(tid, tstate::RUNNING, || is_traced_tgid(tgid)) else {
                 return 0;
             };
-            if nr < 0 || nr as u32 == SYS_URETPROBE {
-                return 0;
-            }
             stat::sys_enter(t, now());
             if !sampled(tid) {
                 return 0;
             }
-        } else if !is_traced_tgid(tgid) || nr < 0 || nr as u32 == SYS_URETPROBE {
+        } else if !is_traced_tgid(tgid) {
             return 0;
         }
         let regs: *const u8 = ctx.arg(0);
@@ -342,6 +344,11 @@ mod programs {
     /// `sys_exit(struct pt_regs *regs, long ret)`; the call's number is in the registers.
     #[btf_tracepoint(function = "sys_exit")]
     pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
+        let regs: *const u8 = ctx.arg(0);
+        let nr: i64 = kernel_field(regs, kernel_offset!(regs_nr));
+        if nr < 0 || nr as u32 == SYS_URETPROBE {
+            return 0;
+        }
         let (tgid, tid) = current();
         let t = if counting() {
             let Some(t) = counted(tid, tstate::RUNNING, || is_traced_tgid(tgid)) else {
@@ -353,11 +360,6 @@ mod programs {
         } else {
             return 0;
         };
-        let regs: *const u8 = ctx.arg(0);
-        let nr: i64 = kernel_field(regs, kernel_offset!(regs_nr));
-        if nr < 0 || nr as u32 == SYS_URETPROBE {
-            return 0;
-        }
         let ret: i64 = ctx.arg(1);
         if let Some(t) = t {
             stat::sys_exit(t, nr as u32, ret, now());
