@@ -624,24 +624,24 @@ fn stat_by_request_cost(tracer: &Path, dir: &Path) -> Result<()> {
             spin_us,
             ..ServerOptions::default()
         };
-        let (mut base, mut stat) = (vec![], vec![]);
+        let (mut base, mut stat, mut floor) = (vec![], vec![], vec![]);
         for _ in 0..ROUNDS {
-            base.push(one_server_run(
-                tracer,
-                dir,
-                Mode::Untraced,
-                LOAD_SECS,
-                &opts,
-            )?);
-            stat.push(one_server_run(tracer, dir, Mode::Stat, LOAD_SECS, &opts)?);
+            let run = |mode| one_server_run(tracer, dir, mode, LOAD_SECS, &opts);
+            base.push(run(Mode::Untraced)?);
+            stat.push(run(Mode::Stat)?);
+            floor.push(run(Mode::Floor)?);
         }
         let mean = |v: &[Run], f: fn(&Run) -> f64| v.iter().map(f).sum::<f64>() / v.len() as f64;
         let (rate, cpu) = (mean(&base, |r| r.rate), mean(&base, |r| r.cpu_per_req));
+        let ratio = |v: &[Run]| mean(v, |r| r.rate) / rate;
+        let added = |v: &[Run]| (mean(v, |r| r.cpu_per_req) - cpu) / 1e3;
         println!(
-            "handler computing {spin_us:>3} us: untraced {rate:>7.0} requests/s ({:>6.1} us CPU/request), tracer stat throughput ratio {:.3}, +{:.1} us CPU/request",
+            "handler computing {spin_us:>3} us: untraced {rate:>7.0} requests/s ({:>6.1} us CPU/request), tracer stat throughput ratio {:.3}, +{:.1} us CPU/request; empty programs {:.3}, +{:.1} us",
             cpu / 1e3,
-            mean(&stat, |r| r.rate) / rate,
-            (mean(&stat, |r| r.cpu_per_req) - cpu) / 1e3
+            ratio(&stat),
+            added(&stat),
+            ratio(&floor),
+            added(&floor),
         );
     }
     Ok(())
