@@ -262,3 +262,73 @@ fn a_sampled_state_split_agrees_with_a_full_trace() {
         "full trace: running {run_full:.3} blocked {blocked_full:.3} ready {ready_full:.3}; sampled estimate: running {run_est:.3} blocked {blocked_est:.3} ready {ready_est:.3}"
     );
 }
+
+/// More threads come and go than the kernel's per-thread maps can hold at once: each is
+/// reported after it exits and then removed, so nothing is dropped however long it runs.
+#[test]
+fn thread_churn_beyond_the_maps_capacity_keeps_memory_flat() {
+    use std::io::Write;
+    let _serial = serial();
+    // Thread ids must not wrap around below the maps' capacity, or the test proves nothing.
+    let _pid_max = PidMax::at_least(1 << 22);
+    let threads = tracer_abi::MAX_THREADS as u64 + 4_464;
+    let mut fx = Command::new(build_fixture("churn"))
+        .arg(threads.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("churn.stat");
+    let st = start_tracer("stat", fx.id(), &out, &["-i", "200ms"]);
+    fx.stdin.take().unwrap().write_all(b"x").unwrap();
+    let done = fx.wait_with_output().unwrap();
+    assert!(done.status.success(), "{done:?}");
+    stop_tracer(st);
+    let f = read(&out);
+    let dropped = f.windows.iter().map(|w| w.dropped).max().unwrap_or(0);
+    assert_eq!(dropped, 0, "updates dropped for want of room");
+    // Each thread's one getppid, counted.
+    let getppid: u64 = f
+        .windows
+        .iter()
+        .flat_map(|w| &w.syscalls)
+        .filter(|s| s.nr == 110)
+        .map(|s| s.calls)
+        .sum();
+    assert_eq!(getppid, threads);
+    // And each thread reported, under its own id: more of them than the maps hold.
+    let mut seen: Vec<u32> = f
+        .windows
+        .iter()
+        .flat_map(|w| &w.threads)
+        .filter(|t| t.syscalls > 0)
+        .map(|t| t.tid)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert!(seen.len() as u64 >= threads, "{} threads seen", seen.len());
+}
+
+/// Raises kernel.pid_max for the test's length, restoring it after.
+struct PidMax(Option<String>);
+
+impl PidMax {
+    fn at_least(n: u64) -> PidMax {
+        const PATH: &str = "/proc/sys/kernel/pid_max";
+        let old = std::fs::read_to_string(PATH).unwrap();
+        if old.trim().parse::<u64>().unwrap() >= n {
+            return PidMax(None);
+        }
+        std::fs::write(PATH, n.to_string()).unwrap();
+        PidMax(Some(old))
+    }
+}
+
+impl Drop for PidMax {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            let _ = std::fs::write("/proc/sys/kernel/pid_max", old.trim());
+        }
+    }
+}
