@@ -324,16 +324,37 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let msg = format!("{e:#}").replace('\n', "; ");
-            eprintln!("tracer: error: {msg}");
+            eprintln!("tracer: error: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
 }
 
+/// An error and its causes on one line, leaving out a cause whose text the line already
+/// holds (errors that name their source in their own message would say it twice).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg = format!("{msg}: {c}");
+        }
+    }
+    msg.replace('\n', "; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_are_one_line_without_repeats() {
+        let inner = std::io::Error::other("bad magic");
+        let e = anyhow::Error::new(inner).context("x.trace: bad magic");
+        assert_eq!(one_line(&e), "x.trace: bad magic");
+        let e = anyhow::anyhow!("line one\nline two").context("reading x");
+        assert_eq!(one_line(&e), "reading x: line one; line two");
+    }
 
     #[test]
     fn durations() {
