@@ -78,6 +78,9 @@ pub struct LostCounts {
     pub per_cpu: Vec<u64>,
     /// Threads the kernel filter had no room for (their events are missing).
     pub threads_not_traced: u64,
+    /// Program runs the kernel skipped (its recursion guard): events never produced.
+    #[serde(default)]
+    pub skipped: u64,
 }
 
 /// Written last by a recorder that stopped cleanly.

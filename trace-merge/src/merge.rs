@@ -71,6 +71,8 @@ pub struct Source {
     pub lost_per_cpu: Vec<u64>,
     /// Threads the kernel filter had no room for (last count read).
     pub threads_not_traced: u64,
+    /// Program runs the kernel skipped: events never produced (last count read).
+    pub skipped: u64,
     /// The trailer, when the recorder stopped cleanly.
     pub trailer: Option<Trailer>,
     /// Byte offset of a torn last chunk, when the file ends inside one.
@@ -93,9 +95,9 @@ impl Source {
     }
 
     /// Records lost by the kernel, as far as the file tells: the larger of the last
-    /// `Lost` counts and the trailer's total.
+    /// `Lost` counts (dropped and skipped) and the trailer's total.
     pub fn lost(&self) -> u64 {
-        let sum: u64 = self.lost_per_cpu.iter().sum();
+        let sum: u64 = self.lost_per_cpu.iter().sum::<u64>() + self.skipped;
         sum.max(self.trailer.as_ref().map_or(0, |t| t.lost))
     }
 }
@@ -540,6 +542,7 @@ fn open_one(path: &Path) -> Result<(Source, Input)> {
         threads: Vec::new(),
         probes: Vec::new(),
         threads_not_traced: 0,
+        skipped: 0,
         trailer: None,
         truncated_at: None,
         node: 0,
@@ -601,6 +604,7 @@ fn absorb_meta(s: &mut Source, c: &Chunk) -> Result<()> {
                 }
             }
             s.threads_not_traced = s.threads_not_traced.max(l.threads_not_traced);
+            s.skipped = s.skipped.max(l.skipped);
         }
         ChunkKind::Trailer => s.trailer = Some(c.meta().map_err(bad)?),
         ChunkKind::Header => {

@@ -88,8 +88,8 @@ pub fn dump(path: &Path) -> Result<()> {
                     let l: LostCounts = chunk.meta()?;
                     writeln!(
                         out,
-                        "# lost per_cpu={:?} threads_not_traced={}",
-                        l.per_cpu, l.threads_not_traced
+                        "# lost per_cpu={:?} threads_not_traced={} skipped={}",
+                        l.per_cpu, l.threads_not_traced, l.skipped
                     )?;
                 }
                 ChunkKind::Trailer => {

@@ -1,7 +1,7 @@
 //! The kernel side of a recording: loading the eBPF programs, the per-CPU ring buffers,
 //! the filter of traced threads, and the loss counters.
 
-use std::path::Path;
+use std::{os::fd::AsFd, path::Path};
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
@@ -55,6 +55,8 @@ pub struct Kernel {
     uprobe_programs: [&'static str; 2],
     /// The aggregation maps, in counting mode.
     pub stat: Option<StatMaps>,
+    /// Runs the kernel skipped, read once more when the programs are unloaded.
+    skipped_at_stop: u64,
 }
 
 /// Counting mode's maps (see tracer-ebpf/src/stat.rs).
@@ -128,6 +130,7 @@ impl Kernel {
             _outer: outer,
             uprobe_programs: ["func_entry", "func_exit"],
             stat,
+            skipped_at_stop: 0,
         })
     }
 
@@ -290,13 +293,29 @@ impl Kernel {
         Ok(self.counters.get(&counter::STAT_FULL, 0)?.iter().sum())
     }
 
-    /// Per-CPU counts of records dropped for a full ring buffer, and of threads the
-    /// filter had no room for.
-    pub fn losses(&self) -> Result<(Vec<u64>, u64)> {
+    /// What never reached the rings: per-CPU counts of records dropped for a full ring
+    /// buffer, threads the filter had no room for, and program runs the kernel skipped.
+    pub fn losses(&self) -> Result<Losses> {
         let lost = self.counters.get(&counter::LOST, 0)?;
         let full = self.counters.get(&counter::THREADS_FULL, 0)?;
-        let per_cpu: Vec<u64> = lost.iter().copied().take(self.rings.len()).collect();
-        Ok((per_cpu, full.iter().sum()))
+        Ok(Losses {
+            per_cpu: lost.iter().copied().take(self.rings.len()).collect(),
+            threads_not_traced: full.iter().sum(),
+            skipped: self.skipped(),
+        })
+    }
+
+    /// Runs of our programs the kernel skipped: a program does not run while it (for
+    /// uprobes and classic tracepoints, any such program) already runs on that CPU, as
+    /// when an interrupt wakes a thread during a wakeup. Each is an event not recorded.
+    fn skipped(&self) -> u64 {
+        let Some(ebpf) = &self.ebpf else {
+            return self.skipped_at_stop;
+        };
+        ebpf.programs()
+            .filter_map(|(_, p)| p.fd().ok())
+            .map(|fd| recursion_misses(fd.as_fd()))
+            .sum()
     }
 
     /// Detaches and unloads every program: nothing new enters the ring buffers, whose
@@ -309,7 +328,59 @@ impl Kernel {
                 s.spawn(move || drop(link));
             }
         });
+        self.skipped_at_stop = self.skipped();
         self.ebpf = None;
+    }
+}
+
+/// See [`Kernel::losses`].
+pub struct Losses {
+    pub per_cpu: Vec<u64>,
+    pub threads_not_traced: u64,
+    pub skipped: u64,
+}
+
+impl Losses {
+    /// Events lost: dropped for a full ring buffer or never produced by a skipped run.
+    pub fn total(&self) -> u64 {
+        self.per_cpu.iter().sum::<u64>() + self.skipped
+    }
+
+    /// As written to the trace file.
+    pub fn counts(&self, at_ns: u64) -> trace_file::LostCounts {
+        trace_file::LostCounts {
+            at_ns,
+            per_cpu: self.per_cpu.clone(),
+            threads_not_traced: self.threads_not_traced,
+            skipped: self.skipped,
+        }
+    }
+}
+
+/// The kernel's count of a program's skipped runs (`bpf_prog_info.recursion_misses`); 0
+/// if it cannot be read.
+fn recursion_misses(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
+    use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain C structs, valid when zeroed.
+    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    attr.info.bpf_fd = fd.as_raw_fd() as u32;
+    attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
+    attr.info.info = &mut info as *mut bpf_prog_info as u64;
+    // SAFETY: BPF_OBJ_GET_INFO_BY_FD writes at most info_len bytes into `info`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
+            &mut attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if rc == 0 {
+        info.recursion_misses
+    } else {
+        0
     }
 }
 

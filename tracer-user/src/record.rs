@@ -11,9 +11,7 @@ use std::{
 };
 
 use anyhow::{anyhow, bail, Context, Result};
-use trace_file::{
-    ChunkKind, Event, EventChunkEncoder, LostCounts, Probe, TraceHeader, Trailer, Writer,
-};
+use trace_file::{ChunkKind, Event, EventChunkEncoder, Probe, TraceHeader, Trailer, Writer};
 use tracer_abi as abi;
 
 use crate::{
@@ -278,19 +276,13 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             if gone {
                 break "process exited";
             }
-            let (per_cpu, threads_full) = kernel.losses()?;
-            let lost = per_cpu.iter().sum();
+            let losses = kernel.losses()?;
+            let lost = losses.total();
             if lost != rec.lost {
                 // Losses are on record as they happen, not only if we get to the end.
                 rec.lost = lost;
-                rec.w.meta(
-                    ChunkKind::Lost,
-                    &LostCounts {
-                        at_ns: monotonic_ns(),
-                        per_cpu,
-                        threads_not_traced: threads_full,
-                    },
-                )?;
+                rec.w
+                    .meta(ChunkKind::Lost, &losses.counts(monotonic_ns()))?;
             }
         }
         if status && last_status.elapsed() >= Duration::from_secs(1) {
@@ -311,17 +303,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
         c.window(&mut kernel, &mut rec.w)?;
     }
-    let (per_cpu, threads_full) = kernel.losses()?;
+    let losses = kernel.losses()?;
     let end_ns = monotonic_ns();
-    rec.w.meta(
-        ChunkKind::Lost,
-        &LostCounts {
-            at_ns: end_ns,
-            per_cpu: per_cpu.clone(),
-            threads_not_traced: threads_full,
-        },
-    )?;
-    let lost: u64 = per_cpu.iter().sum();
+    rec.w.meta(ChunkKind::Lost, &losses.counts(end_ns))?;
+    let lost = losses.total();
     let records: BTreeMap<String, u64> = rec.counts().map(|(k, v)| (k.to_string(), v)).collect();
     rec.w.meta(
         ChunkKind::Trailer,
@@ -619,7 +604,7 @@ pub fn print_summary(s: &RecordSummary, path: &std::path::Path) -> Result<()> {
     if s.lost > 0 {
         writeln!(
             out,
-            "  LOST {} events: the ring buffers were full (see `tracer dump` for per-CPU counts)",
+            "  LOST {} events: ring buffers full, or program runs the kernel skipped (`tracer dump` shows which)",
             s.lost
         )?;
     } else {

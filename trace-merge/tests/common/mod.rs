@@ -252,6 +252,7 @@ pub fn server_scenario() -> TraceBuilder {
         at_ns: START + 2_500_000,
         per_cpu: vec![0, 2],
         threads_not_traced: 0,
+        skipped: 0,
     });
     b.stop(3000);
     b
