@@ -194,7 +194,6 @@ impl Offsets {
 
 /// Task state bits (include/linux/sched.h) that `sched_switch` reports.
 pub mod task_state {
-    pub const INTERRUPTIBLE: u32 = 0x1;
     pub const UNINTERRUPTIBLE: u32 = 0x2;
     /// The final switch of a thread that exited: `EXIT_DEAD | EXIT_ZOMBIE`.
     pub const EXITED: u32 = 0x10 | 0x20;

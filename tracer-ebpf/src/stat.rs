@@ -258,10 +258,10 @@ pub fn switch(
 ) {
     let cpu = cpu();
     if let Some((t, exec)) = prev {
-        let preempted = prev_state == 0 || prev_state & 0x100 != 0;
+        let preempted = prev_state == 0 || prev_state & task_state::PREEMPTED != 0;
         let state = if preempted {
             tstate::READY
-        } else if prev_state & 0x2 != 0 {
+        } else if prev_state & task_state::UNINTERRUPTIBLE != 0 {
             tstate::IO
         } else {
             tstate::BLOCKED
