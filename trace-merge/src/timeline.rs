@@ -586,6 +586,11 @@ impl Timeline {
                 let fd = class.fd_arg.then_some(arg0 as u32 as i32);
                 let proc_ = self.threads[r as usize].process;
                 let entry = fd.and_then(|fd| self.fds.get(&key(proc_, fd as u32)).copied());
+                if let (Some(fd), true) = (fd, class.close) {
+                    // close frees the number before it returns: another thread's accept
+                    // may get it back before this close's exit is seen.
+                    self.fds.remove(&key(proc_, fd as u32));
+                }
                 let conn = entry.map(|e| e.conn).filter(|&c| c != 0);
                 let socket = entry.is_some_and(|e| e.socket);
                 let sock_op = class.sock.or(match () {
@@ -771,10 +776,8 @@ impl Timeline {
             }
         }
         if let Some(fd) = o.fd {
-            if class.close {
-                // close releases the number even when it fails with EINTR.
-                self.forget_fd(key(proc_, fd as u32));
-            } else if o.sock_op == Some(SockOp::Connect) {
+            // (close gave its number up at its entry.)
+            if o.sock_op == Some(SockOp::Connect) {
                 let e = self.fds.entry(key(proc_, fd as u32));
                 e.or_insert(FdEntry {
                     socket: true,
@@ -842,6 +845,10 @@ impl Timeline {
     }
 
     fn close_sys(&mut self, r: ThreadRef, o: OpenSys, t: u64, cpu: Option<u32>, kind: SpanEnd) {
+        if let (Some(c), true) = (o.conn, sysclass::class(o.nr).close) {
+            // A pending hand-off holds the output back: the connection is over.
+            self.handoffs.remove(&c);
+        }
         self.out.push(Item::Syscall(SyscallSpan {
             thread: r,
             nr: o.nr,

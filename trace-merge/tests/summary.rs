@@ -369,6 +369,44 @@ fn requests_bytes_and_connection_counts() {
     assert!(text.contains("810us"), "{text}");
 }
 
+/// close frees its number before it returns, so on another CPU an accept can return the
+/// same number while the close is still under way: the new connection keeps it.
+#[test]
+fn a_number_reused_while_its_close_is_under_way_names_the_new_connection() {
+    let mut b = TraceBuilder::new("web", 2);
+    b.process(400, "/srv/server")
+        .thread(400, 400, "acceptor", 'S')
+        .thread(400, 401, "worker", 'S');
+    b.at(1000, 0, 400, enter(288, 3, 0))
+        .at(1100, 0, 400, exit(288, 5))
+        .at(1200, 0, 400, enter(288, 3, 0))
+        .at(1520, 0, 400, exit(288, 5));
+    b.at(1300, 1, 401, enter(1, 5, 300))
+        .at(1400, 1, 401, exit(1, 300))
+        .at(1500, 1, 401, enter(3, 5, 0))
+        .at(1550, 1, 401, exit(3, 0))
+        .at(1600, 1, 401, enter(1, 5, 700))
+        .at(1700, 1, 401, exit(1, 700))
+        .at(1800, 1, 401, enter(3, 5, 0))
+        .at(1810, 1, 401, exit(3, 0));
+    b.stop(2000);
+    let s = summary_of(&b);
+    let c = s.connections();
+    assert_eq!((c.accepted, c.closed, c.open_at_end), (2, 2, 0));
+    assert_eq!(c.bytes_written, 1000);
+    let by_id = |id| c.connections.iter().find(|x| x.id == id).unwrap();
+    let (c1, c2) = (by_id(1), by_id(2));
+    assert_eq!(
+        (c1.bytes_written, c1.service_ns, c1.closed),
+        (300, 450 * US, true)
+    );
+    assert_eq!(
+        (c2.bytes_written, c2.service_ns, c2.closed),
+        (700, 290 * US, true)
+    );
+    assert_eq!(c2.threads, vec![400, 401]);
+}
+
 fn render_string(s: &Summary, opts: &SummaryOptions) -> String {
     let mut out = Vec::new();
     render(s, opts, &mut out).unwrap();

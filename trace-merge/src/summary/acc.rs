@@ -17,7 +17,9 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use crate::sysclass;
-use crate::timeline::{Item, LinkKind, Span, StateInterval, SyscallSpan, ThreadState, Timeline};
+use crate::timeline::{
+    Item, LinkKind, Span, StateInterval, SyscallEntry, SyscallSpan, ThreadState, Timeline,
+};
 
 use super::{
     errno_name, CallEdge, ConcurrencyRow, Connection, ConnectionStats, ErrnoCount, Error,
@@ -401,7 +403,7 @@ pub(super) fn run(mut tl: Timeline, opts: &SummarizeOptions) -> Result<Summary, 
                 thread, time, func, ..
             } => p.func_entry(thread, time, func),
             Item::Func(span) => p.func(&span),
-            Item::SyscallEntry(_) => {}
+            Item::SyscallEntry(e) => p.syscall_entry(&e),
             Item::Syscall(s) => p.syscall(&s),
             Item::Link(l) => {
                 if l.kind == LinkKind::Wakeup {
@@ -702,6 +704,17 @@ impl Pass {
         self.connection(s);
     }
 
+    /// close frees the number before it returns: another thread's accept may get it back
+    /// before this close's span ends, so the number stops naming the connection here.
+    fn syscall_entry(&mut self, e: &SyscallEntry) {
+        if let (Some(fd), Some(id), true) = (e.fd, e.conn, sysclass::class(e.nr).close) {
+            let k = key(self.rt[e.thread as usize].process, fd as u32);
+            if self.fd_conn.get(&k) == Some(&id) {
+                self.fd_conn.remove(&k);
+            }
+        }
+    }
+
     fn connection(&mut self, s: &SyscallSpan) {
         let th = &self.rt[s.thread as usize];
         let (process, file, tid, tgid) = (th.process, th.source, th.tid, th.tgid);
@@ -759,8 +772,10 @@ impl Pass {
                 c.nthreads += 1;
             }
             if class.close {
-                let fd = c.fd;
-                self.fd_conn.remove(&key(process, fd));
+                let k = key(process, c.fd);
+                if self.fd_conn.get(&k) == Some(&id) {
+                    self.fd_conn.remove(&k);
+                }
                 self.end_conn(id, s.end, true);
             }
         }
