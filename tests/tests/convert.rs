@@ -5,6 +5,7 @@
 use std::{collections::HashMap, process::Command, time::Duration};
 
 use trace_merge::{
+    chrome,
     invariants::check_timeline,
     merge::{MergeOptions, Merger},
     paraver,
@@ -67,7 +68,8 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
     // Running time per worker from the state intervals vs schedstat.
     let mut running: HashMap<u32, u64> = HashMap::new();
     let mut calls = 0;
-    let tl = Timeline::new(Merger::open(&[trace], MergeOptions::default()).unwrap());
+    let tl =
+        Timeline::new(Merger::open(std::slice::from_ref(&trace), MergeOptions::default()).unwrap());
     for item in tl {
         match item.unwrap() {
             Item::State(s) if s.state == ThreadState::Running => {
@@ -80,6 +82,41 @@ fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() 
     assert_eq!(calls, stats.handle_request);
     let checked = truth.check("worker", 0.02, |tid| {
         running.get(&tid).copied().unwrap_or(0)
+    });
+    assert_eq!(checked, 3);
+
+    // The same trace as Trace Event Format: it obeys the format's rules, has every call
+    // and connection, and its running slices are the same running time.
+    let st = Command::new(tracer_bin())
+        .args(["convert", "--to", "chrome"])
+        .arg(&trace)
+        .arg("-o")
+        .arg(&stem)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let json = dir.path().join("out.json");
+    let c = chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    assert_eq!(
+        c.slices["function"],
+        stats.handle_request + stats.render_response
+    );
+    assert!(c.flows["connection"] >= stats.connections, "{c:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut running_ns: HashMap<u32, u64> = HashMap::new();
+    for e in doc["traceEvents"].as_array().unwrap() {
+        if e["cat"] == "state" && e["name"] == "running" {
+            let tid = (e["tid"].as_u64().unwrap() & ((1 << 22) - 1)) as u32;
+            let dur_ns = (e["dur"].as_f64().unwrap() * 1000.0).round() as u64;
+            *running_ns.entry(tid).or_default() += dur_ns;
+        }
+    }
+    let checked = truth.check("worker", 0.02, |tid| {
+        running_ns.get(&tid).copied().unwrap_or(0)
     });
     assert_eq!(checked, 3);
 }

@@ -34,23 +34,23 @@ fn run(n: u64) {
     let other_cpu = ((p1 - p0) as f64 / 1e9 - main_cpu).max(0.0);
     let prv = std::fs::metadata(dir.path().join("bench.prv")).map_or(0, |m| m.len());
     let l = label(n);
-    println!("{l} records: {}", report.records_in);
+    println!("{l} records: {}", report.input.records_in);
     println!("{l} trace bytes: {size}");
     println!("{l} synthesize s: {gen:.3}");
     println!("{l} convert s: {secs:.3}");
-    println!("{l} events/s: {:.0}", report.records_in as f64 / secs);
+    println!("{l} events/s: {:.0}", report.input.records_in as f64 / secs);
     // Without other load, a conversion takes about as long as its busier thread.
     println!(
         "{l} CPU s: converting thread {main_cpu:.3} (waited for a CPU: {:.3}), formatter ~{other_cpu:.2}; events/s per busier thread's CPU s: {:.0}",
         (c1.1 - c0.1) as f64 / 1e9,
-        report.records_in as f64 / main_cpu.max(other_cpu),
+        report.input.records_in as f64 / main_cpu.max(other_cpu),
     );
     println!("{l} prv bytes: {prv}");
     println!(
         "{l} prv lines: {} states, {} events, {} comms",
         report.states, report.events, report.comms
     );
-    println!("{l} out of order: {}", report.out_of_order);
+    println!("{l} out of order: {}", report.input.out_of_order);
     println!("{l} records merged late: {}", report.late_records);
     println!("{l} peak RSS KiB: {}", vm_hwm_kib());
 }

@@ -39,7 +39,7 @@ fn main() {
         "convert" => {
             let out = PathBuf::from(args.get(2).expect(usage));
             let r = trace_merge::convert_paraver(input, &out, true).expect("convert");
-            println!("records: {}", r.records_in);
+            println!("records: {}", r.input.records_in);
         }
         _ => panic!("{usage}"),
     }

@@ -8,8 +8,8 @@
 //!    trace files, with a bounded reorder window, in one time base;
 //! 2. [`timeline::Timeline`]: the per-thread state machine, yielding [`timeline::Item`]s
 //!    (state intervals, function and system-call spans, wakeup and hand-off links);
-//! 3. consumers: [`paraver`] (the Paraver writer and its conformance checker), the
-//!    summaries, [`invariants`] (the checks every consumer may rely on).
+//! 3. consumers: [`paraver`] and [`chrome`] (the writers, each with its conformance
+//!    checker), the summaries, [`invariants`] (the checks every consumer may rely on).
 //!
 //! ```no_run
 //! use trace_merge::{merge::{Merger, MergeOptions}, timeline::{Item, Timeline}};
@@ -24,13 +24,16 @@
 //! # Ok::<(), trace_merge::Error>(())
 //! ```
 
+pub mod chrome;
 mod error;
 pub mod invariants;
 pub mod merge;
 pub mod paraver;
+pub mod report;
 pub mod summary;
 pub mod sysclass;
 pub mod timeline;
 
+pub use chrome::{convert_chrome, ChromeReport};
 pub use error::{Error, Result};
 pub use paraver::{convert_paraver, ConvertReport};

@@ -50,16 +50,16 @@ fn golden(name: &str, traces: &[TraceBuilder]) -> paraver::ConvertReport {
 #[test]
 fn golden_server() {
     let r = golden("server", &[server_scenario()]);
-    assert_eq!(r.records_in, 23);
+    assert_eq!(r.input.records_in, 23);
     assert_eq!(r.threads, 3);
     assert_eq!(r.processes, 1);
     assert_eq!(
         r.comms, 2,
         "one wakeup (helper's waker is an interrupt) and one hand-off"
     );
-    assert_eq!(r.lost_by_kernel, 2);
-    assert_eq!(r.out_of_order, 0);
-    assert!(r.truncated.is_empty() && r.without_trailer.is_empty());
+    assert_eq!(r.input.lost_by_kernel, 2);
+    assert_eq!(r.input.out_of_order, 0);
+    assert!(r.input.truncated.is_empty() && r.input.without_trailer.is_empty());
     assert_eq!(r.duration_ns, 3_000_000);
 }
 
@@ -85,7 +85,7 @@ fn golden_two_hosts() {
     b.trailer = None;
     let r = golden("two_hosts", &[a, b]);
     assert_eq!(r.processes, 2);
-    assert_eq!(r.without_trailer.len(), 1);
+    assert_eq!(r.input.without_trailer.len(), 1);
 }
 
 fn convert_to(dir: &Path, b: &TraceBuilder, opts: &ConvertOptions) -> paraver::ConvertReport {
@@ -123,7 +123,7 @@ fn random_traces_are_conformant() {
                 panic!("seed {seed}, flush_every {}:\n{v}", opts.flush_every);
             }
             let n: usize = b.cpus.values().map(Vec::len).sum();
-            assert_eq!(r.records_in, n as u64);
+            assert_eq!(r.input.records_in, n as u64);
             comms += r.comms;
             late += r.late_records;
         }
@@ -186,7 +186,7 @@ fn every_truncation_converts_or_fails_cleanly() {
                 converted += 1;
                 check(&stem).unwrap();
                 check_tiling(&stem).unwrap();
-                assert!(r.truncated.len() <= 1);
+                assert!(r.input.truncated.len() <= 1);
             }
             Err(e) => assert!(!e.to_string().is_empty()),
         }
@@ -201,9 +201,9 @@ fn truncated_tail_is_reported() {
     let input = dir.path().join("in.trace");
     std::fs::write(&input, &bytes[..bytes.len() - 5]).unwrap();
     let r = convert_paraver(std::slice::from_ref(&input), &dir.path().join("o"), false).unwrap();
-    assert_eq!(r.truncated.len(), 1);
-    assert_eq!(r.truncated[0].0, input);
-    assert_eq!(r.without_trailer.len(), 1);
+    assert_eq!(r.input.truncated.len(), 1);
+    assert_eq!(r.input.truncated[0].0, input);
+    assert_eq!(r.input.without_trailer.len(), 1);
 }
 
 #[test]
@@ -230,9 +230,9 @@ fn late_chunk_beyond_window_is_counted_not_dropped() {
         ..ConvertOptions::default()
     };
     let r = convert_to(dir.path(), &b, &opts);
-    assert_eq!(r.records_in, 402);
-    assert_eq!(r.out_of_order, 2);
-    assert!(r.max_lateness_ns > 0);
+    assert_eq!(r.input.records_in, 402);
+    assert_eq!(r.input.out_of_order, 2);
+    assert!(r.input.max_lateness_ns > 0);
     check(&dir.path().join("out")).unwrap();
     check_tiling(&dir.path().join("out")).unwrap();
 }

@@ -27,6 +27,16 @@ struct Cli {
     command: Command,
 }
 
+/// Output formats of `convert`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    /// Paraver: NAME.prv, NAME.pcf, NAME.row.
+    Paraver,
+    /// Trace Event Format (Chrome's JSON trace): NAME.json, for Perfetto's UI,
+    /// chrome://tracing and speedscope.
+    Chrome,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Record a trace of running processes (--pid) or of a command (after --).
@@ -64,14 +74,15 @@ enum Command {
         /// Trace file.
         file: PathBuf,
     },
-    /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row).
+    /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row) or a
+    /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope).
     Convert {
         /// Trace files (several processes or hosts merge into one trace).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Output format.
-        #[arg(long, default_value = "paraver", value_parser = ["paraver"])]
-        to: String,
+        #[arg(long, value_enum, default_value_t = Format::Paraver)]
+        to: Format,
         /// Output name, without extension (default: the first file's name).
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -288,13 +299,22 @@ fn run(cli: Cli) -> Result<()> {
         Command::Dump { file } => dump::dump(&file),
         Command::Convert {
             files,
-            to: _,
+            to,
             output,
             force,
         } => {
             let stem = output.unwrap_or_else(|| files[0].with_extension(""));
-            let report = trace_merge::convert_paraver(&files, &stem, force)?;
-            eprintln!("{report}");
+            match to {
+                Format::Paraver => {
+                    eprintln!("{}", trace_merge::convert_paraver(&files, &stem, force)?)
+                }
+                Format::Chrome => {
+                    let mut out = stem.into_os_string();
+                    out.push(".json");
+                    let out = PathBuf::from(out);
+                    eprintln!("{}", trace_merge::convert_chrome(&files, &out, force)?)
+                }
+            }
             Ok(())
         }
         Command::Summary { files, view } => {

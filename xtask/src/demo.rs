@@ -48,8 +48,15 @@ pub fn run() -> Result<()> {
             .arg(&stem)
             .arg(&trace),
     )?;
+    status(
+        Command::new(&tracer)
+            .args(["convert", "--to", "chrome", "--force", "-o"])
+            .arg(&stem)
+            .arg(&trace),
+    )?;
     eprintln!(
-        "demo: Paraver trace written to {}.prv/.pcf/.row",
+        "demo: Paraver trace written to {0}.prv/.pcf/.row, Trace Event Format to {0}.json \
+         (open it in https://ui.perfetto.dev)",
         stem.display()
     );
     // The summaries a developer reads first: where the handlers' time went, then the

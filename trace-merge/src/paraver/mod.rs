@@ -26,6 +26,7 @@ pub use check::{check, check_tiling, CheckReport, Violation, Violations};
 
 use crate::error::{Error, Result};
 use crate::merge::{MergeOptions, Merger};
+use crate::report::InputReport;
 use crate::sysclass::SockOp;
 use crate::timeline::{Item, LinkKind, SpanEnd, ThreadRef, ThreadState, Timeline};
 use fmt::{push_i64, push_u64, Line};
@@ -102,8 +103,7 @@ impl Default for ConvertOptions {
 /// What a conversion read and wrote.
 #[derive(Clone, Debug, Default)]
 pub struct ConvertReport {
-    /// Records read from the inputs.
-    pub records_in: u64,
+    pub input: InputReport,
     /// `1:` lines written.
     pub states: u64,
     /// `2:` lines written (events of one thread at one time share a line).
@@ -114,32 +114,16 @@ pub struct ConvertReport {
     pub processes: u64,
     /// Trace duration, ns.
     pub duration_ns: u64,
-    /// Records that came later than the reorder window allowed (kept, re-timed).
-    pub out_of_order: u64,
-    /// The largest such lateness, ns.
-    pub max_lateness_ns: u64,
-    /// Records the kernel could not store, summed over inputs.
-    pub lost_by_kernel: u64,
-    /// Threads the kernel filter had no room for, summed over inputs.
-    pub threads_not_traced: u64,
-    /// Inputs that end inside a chunk, with the byte offset of the torn chunk.
-    pub truncated: Vec<(PathBuf, u64)>,
-    /// Inputs without a trailer (recorder did not stop cleanly).
-    pub without_trailer: Vec<PathBuf>,
     /// Records written after later ones had been (states before a thread's first
     /// appearance, links resolved past the horizon): merged into place at the end.
     pub late_records: u64,
-    /// Function exits without a matching entry (ignored).
-    pub orphan_func_exits: u64,
-    /// Wakeups whose wakee never ran (no communication drawn).
-    pub unresolved_wakeups: u64,
     /// The output files: .prv, .pcf, .row.
     pub outputs: [PathBuf; 3],
 }
 
 impl std::fmt::Display for ConvertReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "records in: {}", self.records_in)?;
+        write!(f, "{}", self.input)?;
         writeln!(
             f,
             "written: {} states, {} event lines, {} communications",
@@ -152,24 +136,9 @@ impl std::fmt::Display for ConvertReport {
         )?;
         writeln!(
             f,
-            "out of order: {} (max {} ns late), lost by kernel: {}, threads not traced: {}",
-            self.out_of_order, self.max_lateness_ns, self.lost_by_kernel, self.threads_not_traced
-        )?;
-        writeln!(
-            f,
             "records placed after the body was written: {}",
             self.late_records
         )?;
-        for (p, at) in &self.truncated {
-            writeln!(f, "truncated: {} at byte {at}", p.display())?;
-        }
-        for p in &self.without_trailer {
-            writeln!(
-                f,
-                "no trailer (recording did not stop cleanly): {}",
-                p.display()
-            )?;
-        }
         write!(f, "output: {}", self.outputs[0].display())
     }
 }
@@ -277,31 +246,15 @@ fn convert_inner(
         std::fs::rename(t, o).map_err(|e| Error::io(o, e))?;
     }
 
-    let m = tl.merger();
-    let ms = m.stats();
-    let ts = tl.stats();
     Ok(ConvertReport {
-        records_in: ms.records,
+        input: InputReport::of(&tl),
         states: counts[2],
         events: counts[1],
         comms: counts[0],
         threads: tl.threads().len() as u64,
         processes: layout.appls.len() as u64,
         duration_ns: end,
-        out_of_order: ms.late,
-        max_lateness_ns: ms.max_lateness_ns,
-        lost_by_kernel: m.sources().iter().map(|s| s.lost()).sum(),
-        threads_not_traced: m.sources().iter().map(|s| s.threads_not_traced).sum(),
-        truncated: (m.sources().iter())
-            .filter_map(|s| s.truncated_at.map(|o| (s.path.clone(), o)))
-            .collect(),
-        without_trailer: (m.sources().iter())
-            .filter(|s| s.trailer.is_none())
-            .map(|s| s.path.clone())
-            .collect(),
         late_records,
-        orphan_func_exits: ts.orphan_func_exits,
-        unresolved_wakeups: ts.unresolved_wakeups,
         outputs: outputs.clone(),
     })
 }

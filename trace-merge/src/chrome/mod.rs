@@ -1,0 +1,561 @@
+//! The Trace Event Format (Chrome's JSON trace), which Perfetto's UI (ui.perfetto.dev),
+//! chrome://tracing and speedscope open.
+//!
+//! The layout follows what those viewers show well:
+//! - each traced thread has two tracks, side by side: its own, with the probed functions
+//!   (`B`/`E` pairs, written as they happen, so they nest exactly as the calls did) and
+//!   its system calls (`X` slices, leaves); and a `state` track tiled with its states
+//!   (running on CPU n, ready, blocked, I/O);
+//! - each CPU has a track of the threads that ran on it;
+//! - wakeups and connection hand-offs are flow arrows between state tracks, which have a
+//!   slice at every instant of a thread's life for the arrows to bind to.
+//!
+//! Ids: a process is `host << 22 | tgid`, a thread `host << 22 | tid` (`pid_max` is at
+//! most 2^22), its state track that with bit 30 set; the CPUs of a host are the process
+//! `1 << 30 | host`. Times are microseconds with nanosecond decimals.
+
+pub mod check;
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::merge::{MergeOptions, Merger};
+use crate::report::InputReport;
+use crate::timeline::{
+    Item, LinkKind, SpanEnd, StateInterval, SyscallSpan, ThreadRef, ThreadState, Timeline,
+};
+
+/// What a conversion read and wrote.
+#[derive(Clone, Debug, Default)]
+pub struct ChromeReport {
+    pub input: InputReport,
+    /// Function calls written (`B`/`E` pairs).
+    pub functions: u64,
+    /// System calls written (`X`).
+    pub syscalls: u64,
+    /// State slices written, on thread and CPU tracks.
+    pub states: u64,
+    /// Flow arrows (wakeups and hand-offs).
+    pub flows: u64,
+    pub threads: u64,
+    pub processes: u64,
+    /// Trace duration, ns.
+    pub duration_ns: u64,
+    pub output: PathBuf,
+}
+
+impl std::fmt::Display for ChromeReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.input)?;
+        writeln!(
+            f,
+            "written: {} function calls, {} system calls, {} state slices, {} flows",
+            self.functions, self.syscalls, self.states, self.flows
+        )?;
+        writeln!(
+            f,
+            "threads: {} in {} processes, duration {} ns",
+            self.threads, self.processes, self.duration_ns
+        )?;
+        write!(f, "output: {}", self.output.display())
+    }
+}
+
+/// Converts trace files into one JSON trace at `output`, written to a temporary file
+/// next to it and renamed at the end. An existing output is an error unless `force`.
+pub fn convert_chrome(inputs: &[PathBuf], output: &Path, force: bool) -> Result<ChromeReport> {
+    if !force && output.exists() {
+        return Err(Error::Exists {
+            path: output.to_owned(),
+        });
+    }
+    let mut tmp = output.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let result = convert_inner(inputs, output, &tmp);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn convert_inner(inputs: &[PathBuf], output: &Path, tmp: &Path) -> Result<ChromeReport> {
+    let merger = Merger::open(inputs, MergeOptions::default())?;
+    let mut tl = Timeline::new(merger);
+    let file = File::create(tmp).map_err(|e| Error::io(tmp, e))?;
+    let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file));
+    let io_err = |e| Error::io(tmp, e);
+    w.open().map_err(io_err)?;
+    while let Some(item) = tl.next_item()? {
+        w.item(&tl, item).map_err(io_err)?;
+    }
+    let end = tl.end().unwrap_or(0);
+    if tl.threads().is_empty() {
+        return Err(Error::Invalid {
+            path: inputs[0].clone(),
+            what: "no traced thread: nothing to convert".into(),
+        });
+    }
+    let input = InputReport::of(&tl);
+    w.close(&tl, &input).map_err(io_err)?;
+    let mut out = w
+        .out
+        .w
+        .into_inner()
+        .map_err(|e| Error::io(tmp, e.into_error()))?;
+    out.flush().map_err(io_err)?;
+    std::fs::rename(tmp, output).map_err(|e| Error::io(output, e))?;
+    Ok(ChromeReport {
+        input,
+        functions: w.functions,
+        syscalls: w.syscalls,
+        states: w.states,
+        flows: w.flows,
+        threads: tl.threads().len() as u64,
+        processes: tl.processes().len() as u64,
+        duration_ns: end,
+        output: output.to_owned(),
+    })
+}
+
+const STATE_TRACK: u64 = 1 << 30;
+const CPUS: u64 = 1 << 30;
+
+/// Process id of a traced process.
+pub fn pid(host: u32, tgid: u32) -> u64 {
+    (host as u64) << 22 | tgid as u64
+}
+
+/// Track id of a traced thread's functions and system calls.
+pub fn tid(host: u32, tid: u32) -> u64 {
+    (host as u64) << 22 | tid as u64
+}
+
+/// Track id of a thread's states.
+pub fn state_tid(host: u32, t: u32) -> u64 {
+    STATE_TRACK | tid(host, t)
+}
+
+/// Process id of a host's CPU tracks (the track of CPU n is tid n).
+pub fn cpus_pid(host: u32) -> u64 {
+    CPUS | host as u64
+}
+
+/// Slice name of a state (`None`: no slice; the thread does not exist or is not known).
+pub fn state_name(s: ThreadState) -> Option<&'static str> {
+    match s {
+        ThreadState::Running => Some("running"),
+        ThreadState::Ready => Some("ready"),
+        ThreadState::Blocked => Some("blocked"),
+        ThreadState::Io => Some("I/O"),
+        ThreadState::Unknown | ThreadState::NotCreated | ThreadState::Exited => None,
+    }
+}
+
+/// chrome://tracing's reserved colours (Perfetto picks its own).
+fn state_colour(s: ThreadState) -> &'static str {
+    match s {
+        ThreadState::Running => "thread_state_running",
+        ThreadState::Ready => "thread_state_runnable",
+        ThreadState::Io => "thread_state_iowait",
+        _ => "thread_state_sleeping",
+    }
+}
+
+/// Microseconds with three decimals: exact nanoseconds, without float rounding.
+struct Us(u64);
+
+impl std::fmt::Display for Us {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+/// A JSON string, escaped.
+struct Str<'a>(&'a str);
+
+impl std::fmt::Display for Str<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = serde_json::to_string(self.0).map_err(|_| std::fmt::Error)?;
+        f.write_str(&s)
+    }
+}
+
+/// The array of events being written.
+struct Events<W: Write> {
+    w: W,
+    first: bool,
+}
+
+impl<W: Write> Events<W> {
+    /// Starts the next event.
+    fn next(&mut self) -> std::io::Result<&mut W> {
+        if !self.first {
+            self.w.write_all(b",\n")?;
+        }
+        self.first = false;
+        Ok(&mut self.w)
+    }
+}
+
+struct Writer<W: Write> {
+    out: Events<W>,
+    /// Function names as JSON strings, per (file, probe id).
+    funcs: HashMap<(u32, u32), String>,
+    /// CPUs that ran something, per host.
+    cpus: BTreeSet<(u32, u32)>,
+    /// Per thread: what keeps its track nested.
+    tracks: Vec<ThreadTrack>,
+    /// Who runs on each CPU since when, as far as the records tell.
+    on_cpu: HashMap<u32, (ThreadRef, u64)>,
+    functions: u64,
+    syscalls: u64,
+    states: u64,
+    flows: u64,
+}
+
+impl<W: Write> Writer<W> {
+    fn new(out: W) -> Self {
+        Writer {
+            out: Events {
+                w: out,
+                first: true,
+            },
+            funcs: HashMap::new(),
+            cpus: BTreeSet::new(),
+            on_cpu: HashMap::new(),
+            tracks: Vec::new(),
+            functions: 0,
+            syscalls: 0,
+            states: 0,
+            flows: 0,
+        }
+    }
+
+    fn open(&mut self) -> std::io::Result<()> {
+        (self.out.w).write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")
+    }
+
+    fn track(&mut self, r: ThreadRef) -> &mut ThreadTrack {
+        let r = r as usize;
+        if self.tracks.len() <= r {
+            self.tracks.resize(r + 1, ThreadTrack::default());
+        }
+        &mut self.tracks[r]
+    }
+
+    fn ids(tl: &Timeline, r: ThreadRef) -> (u32, u64, u64) {
+        let m = tl.thread(r);
+        let host = tl.merger().sources()[m.source as usize].node;
+        (host, pid(host, m.tgid), tid(host, m.tid))
+    }
+
+    fn item(&mut self, tl: &Timeline, item: Item) -> std::io::Result<()> {
+        match item {
+            Item::Thread(_) => {}
+            Item::SyscallEntry(e) => self.track(e.thread).sys_open = Some(e.time),
+            Item::OnCpu { thread, time, cpu } => self.on_cpu(tl, thread, time, cpu)?,
+            Item::State(s) => self.state(tl, &s)?,
+            Item::FuncEntry {
+                thread, time, func, ..
+            } => {
+                self.track(thread).func_event(time);
+                let (_, p, t) = Self::ids(tl, thread);
+                let source = tl.thread(thread).source;
+                let name = func_name(&mut self.funcs, tl, source, func);
+                let ts = Us(time);
+                write!(
+                    self.out.next()?,
+                    r#"{{"ph":"B","cat":"function","name":{name},"pid":{p},"tid":{t},"ts":{ts}}}"#
+                )?;
+            }
+            Item::Func(s) => {
+                self.track(s.thread).func_event(s.end);
+                let (_, p, t) = Self::ids(tl, s.thread);
+                let source = tl.thread(s.thread).source;
+                let name = func_name(&mut self.funcs, tl, source, s.func);
+                let (ts, end) = (Us(s.end), end_name(s.end_kind));
+                let out = self.out.next()?;
+                write!(
+                    out,
+                    r#"{{"ph":"E","cat":"function","name":{name},"pid":{p},"tid":{t},"ts":{ts},"args":{{"end":"{end}""#
+                )?;
+                if let Some(ret) = s.ret {
+                    write!(out, r#","return":{}"#, ret as i64)?;
+                }
+                out.write_all(b"}}")?;
+                self.functions += 1;
+            }
+            Item::Syscall(s) => {
+                let (_, p, t) = Self::ids(tl, s.thread);
+                let name = match trace_file::syscalls::name(s.nr) {
+                    Some(n) => n.to_owned(),
+                    None => format!("syscall_{}", s.nr),
+                };
+                let (begin, end, clipped) = self.track(s.thread).sys_slice(&s);
+                let (ts, dur) = (Us(begin), Us(end - begin));
+                let out = self.out.next()?;
+                write!(
+                    out,
+                    r#"{{"ph":"X","cat":"syscall","name":"{name}","pid":{p},"tid":{t},"ts":{ts},"dur":{dur},"args":{{"end":"{}""#,
+                    end_name(s.end_kind)
+                )?;
+                if !s.entered {
+                    out.write_all(br#","entry":"before the recording""#)?;
+                }
+                if clipped {
+                    // Drawn only as far as it can be without crossing a function's edge.
+                    let recorded = Us(s.end - s.begin);
+                    write!(
+                        out,
+                        r#","clipped":"records lost","recorded_dur":{recorded}"#
+                    )?;
+                }
+                if let Some(fd) = s.fd {
+                    write!(out, r#","fd":{fd}"#)?;
+                }
+                if let Some(ret) = s.ret {
+                    write!(out, r#","return":{ret}"#)?;
+                }
+                if s.bytes_read > 0 {
+                    write!(out, r#","bytes_read":{}"#, s.bytes_read)?;
+                }
+                if s.bytes_written > 0 {
+                    write!(out, r#","bytes_written":{}"#, s.bytes_written)?;
+                }
+                if let Some(c) = s.conn.or(s.new_conn) {
+                    write!(out, r#","connection":{c}"#)?;
+                }
+                out.write_all(b"}}")?;
+                self.syscalls += 1;
+            }
+            Item::Link(l) => {
+                let (from_host, p0, _) = Self::ids(tl, l.from);
+                let (to_host, p1, _) = Self::ids(tl, l.to);
+                let t0 = state_tid(from_host, tl.thread(l.from).tid);
+                let t1 = state_tid(to_host, tl.thread(l.to).tid);
+                let (cat, name) = match l.kind {
+                    LinkKind::Wakeup => ("wakeup", "wakeup".to_owned()),
+                    LinkKind::Handoff { conn } => ("connection", format!("connection {conn}")),
+                };
+                self.flows += 1;
+                let id = self.flows;
+                let (send, recv) = (Us(l.send), Us(l.recv));
+                write!(
+                    self.out.next()?,
+                    r#"{{"ph":"s","cat":"{cat}","name":"{name}","id":{id},"pid":{p0},"tid":{t0},"ts":{send}}}"#
+                )?;
+                write!(
+                    self.out.next()?,
+                    r#"{{"ph":"f","bp":"e","cat":"{cat}","name":"{name}","id":{id},"pid":{p1},"tid":{t1},"ts":{recv}}}"#
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&mut self, tl: &Timeline, s: &StateInterval) -> std::io::Result<()> {
+        let Some(name) = state_name(s.state) else {
+            return Ok(());
+        };
+        let (host, p, _) = Self::ids(tl, s.thread);
+        let t = state_tid(host, s.tid);
+        let (ts, dur, colour) = (Us(s.begin), Us(s.end - s.begin), state_colour(s.state));
+        let out = self.out.next()?;
+        write!(
+            out,
+            r#"{{"ph":"X","cat":"state","name":"{name}","cname":"{colour}","pid":{p},"tid":{t},"ts":{ts},"dur":{dur}"#
+        )?;
+        match s.cpu {
+            Some(cpu) => write!(out, r#","args":{{"cpu":{cpu}}}}}"#)?,
+            None => out.write_all(b"}")?,
+        }
+        self.states += 1;
+        if let (ThreadState::Running, Some(cpu)) = (s.state, s.cpu) {
+            if self.on_cpu.get(&cpu).is_some_and(|o| o.0 == s.thread) {
+                self.on_cpu.remove(&cpu);
+                self.cpu_slice(tl, cpu, s.thread, s.begin, s.end)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A thread starts running on a CPU: whoever the records last put there is gone.
+    /// (When records are lost, a thread's running interval may not have ended yet; the
+    /// CPU track stays one thread at a time.)
+    fn on_cpu(&mut self, tl: &Timeline, r: ThreadRef, t: u64, cpu: u32) -> std::io::Result<()> {
+        match self.on_cpu.insert(cpu, (r, t)) {
+            Some((x, begin)) if t > begin => self.cpu_slice(tl, cpu, x, begin, t),
+            _ => Ok(()),
+        }
+    }
+
+    fn cpu_slice(
+        &mut self,
+        tl: &Timeline,
+        cpu: u32,
+        r: ThreadRef,
+        begin: u64,
+        end: u64,
+    ) -> std::io::Result<()> {
+        let th = tl.thread(r);
+        let host = tl.merger().sources()[th.source as usize].node;
+        let (name, tgid, tid, cp) = (Str(&th.name), th.tgid, th.tid, cpus_pid(host));
+        let (ts, dur) = (Us(begin), Us(end - begin));
+        write!(
+            self.out.next()?,
+            r#"{{"ph":"X","cat":"cpu","name":{name},"pid":{cp},"tid":{cpu},"ts":{ts},"dur":{dur},"args":{{"tid":{tid},"pid":{tgid}}}}}"#
+        )?;
+        self.cpus.insert((host, cpu));
+        self.states += 1;
+        Ok(())
+    }
+
+    /// Names and order of processes, threads and CPUs, then what was lost, then the end
+    /// of the document.
+    fn close(&mut self, tl: &Timeline, input: &InputReport) -> std::io::Result<()> {
+        let nodes = tl.merger().nodes();
+        // On several hosts ids are shifted by the host's number: names give the real ones.
+        let several = nodes.len() > 1;
+        let at_host = |host: u32| match several {
+            false => String::new(),
+            true => format!(" on {}", nodes[host as usize].hostname),
+        };
+        for pm in tl.processes() {
+            let host = tl.merger().sources()[pm.source as usize].node;
+            let name = match several {
+                false => pm.name.clone(),
+                true => format!("{} (pid {}){}", pm.name, pm.tgid, at_host(host)),
+            };
+            self.meta(
+                pid(host, pm.tgid),
+                None,
+                "process_name",
+                &Str(&name).to_string(),
+            )?;
+        }
+        for (r, th) in tl.threads().iter().enumerate() {
+            let (host, p, t) = Self::ids(tl, r as ThreadRef);
+            let st = state_tid(host, th.tid);
+            let order = 2 * th.index_in_process as u64;
+            let name = match several {
+                false => th.name.clone(),
+                true => format!("{} (tid {})", th.name, th.tid),
+            };
+            self.meta(p, Some(t), "thread_name", &Str(&name).to_string())?;
+            self.meta(p, Some(t), "thread_sort_index", &order.to_string())?;
+            let state_name = format!("{name} state");
+            self.meta(p, Some(st), "thread_name", &Str(&state_name).to_string())?;
+            self.meta(p, Some(st), "thread_sort_index", &(order + 1).to_string())?;
+        }
+        let hosts: BTreeSet<u32> = self.cpus.iter().map(|&(h, _)| h).collect();
+        for host in hosts {
+            let name = format!("CPUs{}", at_host(host));
+            self.meta(
+                cpus_pid(host),
+                None,
+                "process_name",
+                &Str(&name).to_string(),
+            )?;
+        }
+        for (host, cpu) in std::mem::take(&mut self.cpus) {
+            let (p, t) = (cpus_pid(host), cpu as u64);
+            let local = cpu - nodes[host as usize].cpu_base;
+            self.meta(p, Some(t), "thread_name", &format!("\"CPU {local}\""))?;
+            self.meta(p, Some(t), "thread_sort_index", &t.to_string())?;
+        }
+        let files: Vec<String> = (tl.merger().sources().iter())
+            .map(|s| Str(&s.path.to_string_lossy()).to_string())
+            .collect();
+        write!(
+            self.out.w,
+            "\n],\n\"otherData\":{{\"producer\":\"tracer {}\",\"inputs\":[{}],\"records\":{},\"lost_by_kernel\":{},\"threads_not_traced\":{},\"out_of_order\":{}}}}}\n",
+            env!("CARGO_PKG_VERSION"),
+            files.join(","),
+            input.records_in,
+            input.lost_by_kernel,
+            input.threads_not_traced,
+            input.out_of_order,
+        )
+    }
+
+    /// A metadata event; `value` is JSON.
+    fn meta(&mut self, p: u64, t: Option<u64>, what: &str, value: &str) -> std::io::Result<()> {
+        let key = if what.ends_with("index") {
+            "sort_index"
+        } else {
+            "name"
+        };
+        let out = self.out.next()?;
+        write!(out, r#"{{"ph":"M","name":"{what}","pid":{p}"#)?;
+        if let Some(t) = t {
+            write!(out, r#","tid":{t}"#)?;
+        }
+        write!(out, r#","args":{{"{key}":{value}}}}}"#)
+    }
+}
+
+/// A system call is a leaf inside the function calls of its thread. Records lost (a
+/// system call's exit, a function's entry) can make them cross; the slice of the system
+/// call is then cut at the function's edge, as viewers require slices to nest.
+#[derive(Clone, Copy, Default)]
+struct ThreadTrack {
+    /// Entry time of the system call under way.
+    sys_open: Option<u64>,
+    /// The first function edge since that entry.
+    sys_clip: Option<u64>,
+    /// The latest function edge.
+    last_func: u64,
+}
+
+impl ThreadTrack {
+    fn func_event(&mut self, t: u64) {
+        if self.sys_open.is_some() && self.sys_clip.is_none() {
+            self.sys_clip = Some(t);
+        }
+        self.last_func = t;
+    }
+
+    /// (begin, end, clipped) of a system call's slice.
+    fn sys_slice(&mut self, s: &SyscallSpan) -> (u64, u64, bool) {
+        let clip = self.sys_clip.take();
+        let open = self.sys_open.take();
+        let (mut begin, mut end) = (s.begin, s.end);
+        if s.entered && open == Some(s.begin) {
+            end = clip.map_or(end, |c| c.min(end));
+        } else {
+            // Under way when its thread was first seen: it began after any function edge.
+            begin = begin.max(self.last_func).min(end);
+        }
+        (begin, end, (begin, end) != (s.begin, s.end))
+    }
+}
+
+/// A function's name as a JSON string, looked up and escaped once.
+fn func_name<'a>(
+    cache: &'a mut HashMap<(u32, u32), String>,
+    tl: &Timeline,
+    source: u32,
+    func: u32,
+) -> &'a str {
+    cache.entry((source, func)).or_insert_with(|| {
+        let probes = &tl.merger().sources()[source as usize].probes;
+        let name = match probes.iter().find(|p| p.id == func) {
+            Some(p) => p.name.clone(),
+            None => format!("function_{func}"),
+        };
+        Str(&name).to_string()
+    })
+}
+
+fn end_name(e: SpanEnd) -> &'static str {
+    match e {
+        SpanEnd::Returned => "returned",
+        SpanEnd::Unwound => "unwound",
+        SpanEnd::Exited => "thread exited",
+        SpanEnd::TraceEnded => "trace ended",
+    }
+}

@@ -1,0 +1,77 @@
+//! What a conversion found in its inputs, whatever the output format.
+
+use std::path::PathBuf;
+
+use crate::timeline::Timeline;
+
+/// The inputs' side of a conversion: how much was read, and how much of it was damaged or
+/// missing, so a writer never hides a loss.
+#[derive(Clone, Debug, Default)]
+pub struct InputReport {
+    /// Records read from the inputs.
+    pub records_in: u64,
+    /// Records that came later than the reorder window allowed (kept, re-timed).
+    pub out_of_order: u64,
+    /// The largest such lateness, ns.
+    pub max_lateness_ns: u64,
+    /// Records the kernel could not store, summed over inputs.
+    pub lost_by_kernel: u64,
+    /// Threads the kernel filter had no room for, summed over inputs.
+    pub threads_not_traced: u64,
+    /// Inputs that end inside a chunk, with the byte offset of the torn chunk.
+    pub truncated: Vec<(PathBuf, u64)>,
+    /// Inputs without a trailer (recorder did not stop cleanly).
+    pub without_trailer: Vec<PathBuf>,
+    /// Function exits without a matching entry (ignored).
+    pub orphan_func_exits: u64,
+    /// Wakeups whose wakee never ran (no link drawn).
+    pub unresolved_wakeups: u64,
+}
+
+impl InputReport {
+    /// The counts of a timeline whose stream has ended.
+    pub fn of(tl: &Timeline) -> InputReport {
+        let m = tl.merger();
+        let ms = m.stats();
+        let ts = tl.stats();
+        InputReport {
+            records_in: ms.records,
+            out_of_order: ms.late,
+            max_lateness_ns: ms.max_lateness_ns,
+            lost_by_kernel: m.sources().iter().map(|s| s.lost()).sum(),
+            threads_not_traced: m.sources().iter().map(|s| s.threads_not_traced).sum(),
+            truncated: (m.sources().iter())
+                .filter_map(|s| s.truncated_at.map(|o| (s.path.clone(), o)))
+                .collect(),
+            without_trailer: (m.sources().iter())
+                .filter(|s| s.trailer.is_none())
+                .map(|s| s.path.clone())
+                .collect(),
+            orphan_func_exits: ts.orphan_func_exits,
+            unresolved_wakeups: ts.unresolved_wakeups,
+        }
+    }
+}
+
+impl std::fmt::Display for InputReport {
+    /// Lines ending with a newline.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "records in: {}", self.records_in)?;
+        writeln!(
+            f,
+            "out of order: {} (max {} ns late), lost by kernel: {}, threads not traced: {}",
+            self.out_of_order, self.max_lateness_ns, self.lost_by_kernel, self.threads_not_traced
+        )?;
+        for (p, at) in &self.truncated {
+            writeln!(f, "truncated: {} at byte {at}", p.display())?;
+        }
+        for p in &self.without_trailer {
+            writeln!(
+                f,
+                "no trailer (recording did not stop cleanly): {}",
+                p.display()
+            )?;
+        }
+        Ok(())
+    }
+}
