@@ -1,6 +1,7 @@
 //! `tracer convert` on real recordings of the fixture server: the Paraver output obeys
-//! every rule of Paraver's reader, thread states tile the trace, and the Running time of
-//! each worker agrees with the kernel's schedstat. Needs root.
+//! every rule of Paraver's reader and the Trace Event Format output every rule of its
+//! checker, thread states tile the trace, and the Running time of each worker agrees
+//! with the kernel's schedstat in both. Needs root.
 
 use std::{collections::HashMap, process::Command, time::Duration};
 
@@ -14,7 +15,7 @@ use trace_merge::{
 use tracer_tests::*;
 
 #[test]
-fn paraver_output_of_a_real_recording_is_conformant_and_agrees_with_schedstat() {
+fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     let _serial = serial();
     let server = Server::start(&ServerOptions {
         workers: 3,

@@ -69,7 +69,7 @@ fn server_scenario_is_conformant_and_means_what_the_timeline_says() {
     assert_eq!(read[0]["args"]["bytes_read"].as_u64(), Some(120));
     assert_eq!(read[0]["args"]["connection"].as_u64(), Some(1));
     // The hand-off arrow: from the acceptor's state track at the accept to the worker's
-    // at the read.
+    // read.
     let s = find(&evs, "s", "connection 1");
     let f = find(&evs, "f", "connection 1");
     assert_eq!(s[0]["tid"].as_u64(), Some(state_tid(0, 100)));
@@ -77,7 +77,7 @@ fn server_scenario_is_conformant_and_means_what_the_timeline_says() {
         (s[0]["ts"].as_f64(), f[0]["ts"].as_f64()),
         (Some(1100.0), Some(1400.0))
     );
-    assert_eq!(f[0]["tid"].as_u64(), Some(state_tid(0, 101)));
+    assert_eq!(f[0]["tid"].as_u64(), Some(101));
     // The helper: created, ready, running 2200-2350 us on CPU 1, then gone; its latest
     // name.
     let helper: Vec<_> = (evs.iter())
@@ -206,9 +206,11 @@ fn checker_rejects_each_broken_rule() {
         {"ph":"E","name":"a","pid":1,"tid":1,"ts":5},
         {"ph":"X","name":"y","pid":1,"tid":2,"ts":0,"dur":9},
         {"ph":"s","cat":"c","name":"f","id":1,"pid":1,"tid":1,"ts":2},
-        {"ph":"f","bp":"e","cat":"c","name":"f","id":1,"pid":1,"tid":2,"ts":3}"#;
+        {"ph":"f","bp":"e","cat":"c","name":"f","id":1,"pid":1,"tid":2,"ts":3},
+        {"ph":"s","cat":"c","name":"f","id":2,"pid":1,"tid":1,"ts":2},
+        {"ph":"f","cat":"c","name":"f","id":2,"pid":1,"tid":1,"ts":2}"#;
     let c = chrome::check::check_value(&doc(ok)).unwrap();
-    assert_eq!((c.flows["c"], c.tracks), (1, 2));
+    assert_eq!((c.flows["c"], c.tracks), (2, 2));
     let broken = [
         (
             r#"{"ph":"E","name":"a","pid":1,"tid":1,"ts":5}"#,
@@ -251,8 +253,16 @@ fn checker_rejects_each_broken_rule() {
             "ends before",
         ),
         (
-            r#"{"ph":"s","cat":"c","name":"f","id":1,"pid":1,"tid":1,"ts":2},{"ph":"f","bp":"e","cat":"c","name":"f","id":1,"pid":1,"tid":2,"ts":3}"#,
-            "to bind to",
+            r#"{"ph":"s","cat":"c","name":"f","id":1,"pid":1,"tid":1,"ts":2},{"ph":"f","bp":"e","cat":"c","name":"f","id":1,"pid":1,"tid":1,"ts":3}"#,
+            "to start from",
+        ),
+        (
+            r#"{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":9},{"ph":"s","cat":"c","name":"f","id":1,"pid":1,"tid":1,"ts":2},{"ph":"f","bp":"e","cat":"c","name":"f","id":1,"pid":1,"tid":1,"ts":9}"#,
+            "around",
+        ),
+        (
+            r#"{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":9},{"ph":"s","cat":"c","name":"f","id":1,"pid":1,"tid":1,"ts":2},{"ph":"f","cat":"c","name":"f","id":1,"pid":1,"tid":1,"ts":3}"#,
+            "beginning at",
         ),
     ];
     for (evs, what) in broken {

@@ -8,8 +8,9 @@
 //! - on each track, taken in time order (stable, as the importers sort), every `E`
 //!   closes the latest open `B`, of the same name, and none is left open;
 //! - the slices of a track nest: none overlaps another partly;
-//! - each flow id has one start (`s`) and one end (`f`), not before it, each inside a
-//!   slice of its track (the slice it binds to);
+//! - each flow id has one start (`s`) and one end (`f`), not before it; the start is
+//!   inside a slice of its track, the end inside one (`bp: e`) or where one begins (the
+//!   slices they bind to);
 //! - every track and process used is named by metadata.
 
 use std::collections::{HashMap, HashSet};
@@ -30,8 +31,9 @@ pub struct CheckReport {
 
 type Track = (i64, i64);
 
-/// The starts and the ends of one flow id: (track, ts).
-type FlowEnds = (Vec<(Track, f64)>, Vec<(Track, f64)>);
+/// The starts (track, ts) and the ends (track, ts, binds to the enclosing slice) of one
+/// flow id.
+type FlowEnds = (Vec<(Track, f64)>, Vec<(Track, f64, bool)>);
 
 struct Slice {
     begin: f64,
@@ -146,10 +148,8 @@ pub fn check_value(doc: &Value) -> Result<CheckReport, Vec<String>> {
                     match ph {
                         "s" => ends.0.push((*track, ts)),
                         _ => {
-                            if e.get("bp").and_then(Value::as_str) != Some("e") {
-                                errors.push(format!("event {i}: flow end without bp=e"));
-                            }
-                            ends.1.push((*track, ts))
+                            let enclosing = e.get("bp").and_then(Value::as_str) == Some("e");
+                            ends.1.push((*track, ts, enclosing))
                         }
                     }
                 }
@@ -181,8 +181,9 @@ pub fn check_value(doc: &Value) -> Result<CheckReport, Vec<String>> {
             stack.push(e);
         }
     }
-    // A slice encloses `ts` if one beginning at or before it ends at or after it: the
-    // running maximum of the ends answers that with a binary search.
+    // A slice encloses `ts` if one beginning at or before it ends after it (a slice ending
+    // at `ts` is closed by then): the running maximum of the ends answers that with a
+    // binary search.
     let reach: HashMap<Track, Vec<(i64, i64)>> = (slices_of.iter())
         .map(|(t, v)| {
             let mut max = i64::MIN;
@@ -195,25 +196,42 @@ pub fn check_value(doc: &Value) -> Result<CheckReport, Vec<String>> {
             (*t, r)
         })
         .collect();
-    let inside = |track: &Track, ts: f64| {
+    let encloses = |track: &Track, ts: f64| {
         let ts = ns(ts);
         reach.get(track).is_some_and(|v| {
             let n = v.partition_point(|&(b, _)| b <= ts);
-            n > 0 && v[n - 1].1 >= ts
+            n > 0 && v[n - 1].1 > ts
+        })
+    };
+    // A flow end without `bp: e` binds to the next slice to begin on its track: one must
+    // begin right there, or the arrow lands on a later slice.
+    let begins_at = |track: &Track, ts: f64| {
+        let ts = ns(ts);
+        reach.get(track).is_some_and(|v| {
+            let n = v.partition_point(|&(b, _)| b < ts);
+            v.get(n).is_some_and(|&(b, _)| b == ts)
         })
     };
     for ((cat, id), (starts, ends)) in &flow_ends {
         match (starts.as_slice(), ends.as_slice()) {
-            ([(t0, s)], [(t1, f)]) => {
+            ([(t0, s)], [(t1, f, enclosing)]) => {
                 if f < s {
                     errors.push(format!("flow {cat} {id} ends before it starts"));
                 }
-                for (t, ts) in [(t0, s), (t1, f)] {
-                    if !inside(t, *ts) {
-                        errors.push(format!(
-                            "flow {cat} {id}: no slice at {ts} us on track {t:?} to bind to"
-                        ));
-                    }
+                if !encloses(t0, *s) {
+                    errors.push(format!(
+                        "flow {cat} {id}: no slice around {s} us on track {t0:?} to start from"
+                    ));
+                }
+                let bound = match enclosing {
+                    true => encloses(t1, *f),
+                    false => begins_at(t1, *f),
+                };
+                if !bound {
+                    errors.push(format!(
+                        "flow {cat} {id}: no slice {} {f} us on track {t1:?} to end at",
+                        if *enclosing { "around" } else { "beginning at" }
+                    ));
                 }
                 *report.flows.entry(cat.clone()).or_default() += 1;
             }

@@ -7,8 +7,11 @@
 //!   its system calls (`X` slices, leaves); and a `state` track tiled with its states
 //!   (running on CPU n, ready, blocked, I/O);
 //! - each CPU has a track of the threads that ran on it;
-//! - wakeups and connection hand-offs are flow arrows between state tracks, which have a
-//!   slice at every instant of a thread's life for the arrows to bind to.
+//! - wakeups and connection hand-offs are flow arrows from the sender's state track (it
+//!   is running) to the slice that begins where the receiver acts: its running slice, or
+//!   the system call that took the connection over. The arrow is written before that
+//!   slice (which is written when it ends), so importers that sort stably by time bind
+//!   it to that slice.
 //!
 //! Ids: a process is `host << 22 | tgid`, a thread `host << 22 | tid` (`pid_max` is at
 //! most 2^22), its state track that with bit 30 set; the CPUs of a host are the process
@@ -333,13 +336,20 @@ impl<W: Write> Writer<W> {
                 self.syscalls += 1;
             }
             Item::Link(l) => {
+                // The arrow starts in the sender's running slice, and ends at the slice
+                // that begins where the receiver acts: its running slice for a wakeup, its
+                // system call for a hand-off.
                 let (from_host, p0, _) = Self::ids(tl, l.from);
-                let (to_host, p1, _) = Self::ids(tl, l.to);
+                let (to_host, p1, to_calls) = Self::ids(tl, l.to);
                 let t0 = state_tid(from_host, tl.thread(l.from).tid);
-                let t1 = state_tid(to_host, tl.thread(l.to).tid);
-                let (cat, name) = match l.kind {
-                    LinkKind::Wakeup => ("wakeup", "wakeup".to_owned()),
-                    LinkKind::Handoff { conn } => ("connection", format!("connection {conn}")),
+                let (cat, name, t1) = match l.kind {
+                    LinkKind::Wakeup => {
+                        let t1 = state_tid(to_host, tl.thread(l.to).tid);
+                        ("wakeup", "wakeup".to_owned(), t1)
+                    }
+                    LinkKind::Handoff { conn } => {
+                        ("connection", format!("connection {conn}"), to_calls)
+                    }
                 };
                 self.flows += 1;
                 let id = self.flows;
@@ -350,7 +360,7 @@ impl<W: Write> Writer<W> {
                 )?;
                 write!(
                     self.out.next()?,
-                    r#"{{"ph":"f","bp":"e","cat":"{cat}","name":"{name}","id":{id},"pid":{p1},"tid":{t1},"ts":{recv}}}"#
+                    r#"{{"ph":"f","cat":"{cat}","name":"{name}","id":{id},"pid":{p1},"tid":{t1},"ts":{recv}}}"#
                 )?;
             }
         }
