@@ -2,7 +2,7 @@
 //!
 //! `convert_bench N` writes a realistic trace of N records (8 CPUs, 50 threads of a
 //! server: switches, wakeups, accepts, reads and writes on connections, probed
-//! functions) to a temporary file, converts it to Paraver and prints `label: value`
+//! functions) to a temporary file, converts it to Paraver, then to the Trace Event Format, and prints `label: value`
 //! lines. Without arguments it runs itself for 5 M and 20 M records, each in its own
 //! process so that each peak RSS (VmHWM) is its own.
 
@@ -25,8 +25,12 @@ fn run(n: u64) {
 
     let t1 = Instant::now();
     let (c0, p0) = (thread_cpu_ns(), process_cpu_ns());
-    let report =
-        trace_merge::convert_paraver(&[input], &dir.path().join("bench"), true).expect("convert");
+    let report = trace_merge::convert_paraver(
+        std::slice::from_ref(&input),
+        &dir.path().join("bench"),
+        true,
+    )
+    .expect("convert");
     let secs = t1.elapsed().as_secs_f64();
     let (c1, p1) = (thread_cpu_ns(), process_cpu_ns());
     // The converting thread's own CPU time, and the rest of the process's (the formatter).
@@ -53,4 +57,19 @@ fn run(n: u64) {
     println!("{l} out of order: {}", report.input.out_of_order);
     println!("{l} records merged late: {}", report.late_records);
     println!("{l} peak RSS KiB: {}", vm_hwm_kib());
+
+    // The same trace as Trace Event Format (one thread; after the Paraver run, so the
+    // peak RSS above is Paraver's).
+    let json = dir.path().join("bench.json");
+    let t2 = Instant::now();
+    let c0 = thread_cpu_ns();
+    let r = trace_merge::convert_chrome(&[input], &json, true).expect("convert to JSON");
+    let secs = t2.elapsed().as_secs_f64();
+    let cpu = (thread_cpu_ns().0 - c0.0) as f64 / 1e9;
+    let bytes = std::fs::metadata(&json).map_or(0, |m| m.len());
+    println!(
+        "{l} chrome: {secs:.3} s, {:.0} events/s ({:.0} per CPU s), {bytes} JSON bytes",
+        r.input.records_in as f64 / secs,
+        r.input.records_in as f64 / cpu
+    );
 }
