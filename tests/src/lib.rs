@@ -933,11 +933,12 @@ pub fn steal_ns() -> u64 {
     ticks * 1_000_000_000 / hz
 }
 
-/// Run time of a process's threads from schedstat over a stretch of time, and the time
-/// stolen meanwhile: the ground truth a tracer's running time is checked against.
+/// Run time and run-queue wait of a process's threads from schedstat over a stretch of
+/// time, and the time stolen meanwhile: the ground truth a tracer's running and ready
+/// times are checked against.
 pub struct RunClock {
     steal: u64,
-    start: Vec<(u32, String, u64)>,
+    start: Vec<(u32, String, Schedstat)>,
     pid: u32,
 }
 
@@ -967,17 +968,22 @@ impl RunClock {
     /// Ends the stretch (the threads should be idle by now).
     pub fn stop(self) -> RunTimes {
         let end = run_times(self.pid);
-        RunTimes {
+        let mut times = RunTimes {
             stolen: steal_ns() - self.steal,
-            threads: self
-                .start
-                .into_iter()
-                .filter_map(|(tid, name, before)| {
-                    let after = end.iter().find(|t| t.0 == tid)?.2;
-                    Some((tid, name, after - before))
-                })
-                .collect(),
+            threads: Vec::new(),
+            waited: Vec::new(),
+        };
+        for (tid, name, before) in self.start {
+            let Some((_, _, after)) = end.iter().find(|t| t.0 == tid) else {
+                continue;
+            };
+            let wait = after.wait_ns - before.wait_ns;
+            times
+                .threads
+                .push((tid, name.clone(), after.run_ns - before.run_ns));
+            times.waited.push((tid, name, wait));
         }
+        times
     }
 }
 
@@ -991,10 +997,10 @@ fn all_asleep(pid: u32) -> bool {
     })
 }
 
-fn run_times(pid: u32) -> Vec<(u32, String, u64)> {
+fn run_times(pid: u32) -> Vec<(u32, String, Schedstat)> {
     threads(pid)
         .into_iter()
-        .filter_map(|(tid, name)| Some((tid, name, schedstat(pid, tid).ok()?.run_ns)))
+        .filter_map(|(tid, name)| Some((tid, name, schedstat(pid, tid).ok()?)))
         .collect()
 }
 
@@ -1002,6 +1008,8 @@ fn run_times(pid: u32) -> Vec<(u32, String, u64)> {
 pub struct RunTimes {
     /// (tid, name, ns run) per thread.
     pub threads: Vec<(u32, String, u64)>,
+    /// (tid, name, ns waited on a run queue) per thread.
+    pub waited: Vec<(u32, String, u64)>,
     pub stolen: u64,
 }
 
@@ -1011,8 +1019,23 @@ impl RunTimes {
     /// (schedstat leaves stolen time out; a tracer's timestamps are wall clock). Returns
     /// how many threads it checked.
     pub fn check(&self, prefix: &str, tolerance: f64, traced: impl Fn(u32) -> u64) -> usize {
+        self.check_times(&self.threads, prefix, tolerance, traced)
+    }
+
+    /// [`RunTimes::check`] for the time spent waiting for a CPU (schedstat's run delay).
+    pub fn check_wait(&self, prefix: &str, tolerance: f64, traced: impl Fn(u32) -> u64) -> usize {
+        self.check_times(&self.waited, prefix, tolerance, traced)
+    }
+
+    fn check_times(
+        &self,
+        truths: &[(u32, String, u64)],
+        prefix: &str,
+        tolerance: f64,
+        traced: impl Fn(u32) -> u64,
+    ) -> usize {
         let mut checked = 0;
-        for (tid, name, truth) in self.threads.iter().filter(|t| t.1.starts_with(prefix)) {
+        for (tid, name, truth) in truths.iter().filter(|t| t.1.starts_with(prefix)) {
             let (tid, truth) = (*tid, *truth);
             assert!(
                 truth > 10_000_000,

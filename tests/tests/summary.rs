@@ -95,3 +95,32 @@ fn a_sleeping_handler_is_blocked_and_a_spinning_one_is_running() {
     let first_row = text.lines().nth(1).unwrap_or("");
     assert!(first_row.contains("handle_request"), "{text}");
 }
+
+/// Four workers spinning on two CPUs wait for one: the summary's ready time per thread is
+/// the kernel's own run-queue wait (schedstat's run delay).
+#[test]
+fn more_busy_threads_than_cpus_wait_as_long_as_the_kernel_says() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        workers: 4,
+        spin_us: 3000,
+        ..Default::default()
+    })
+    .unwrap();
+    let clock = RunClock::start(server.pid());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("busy.trace");
+    let rec = start_tracer("record", server.pid(), &trace, &["-u", "handle_request"]);
+    let report = load(server.port(), 4, 50, 1000, 4, Duration::from_secs(20));
+    assert_eq!(report.errors, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    let truth = clock.stop();
+    stop_tracer(rec);
+    server.stop().unwrap();
+
+    let s = summarize(std::slice::from_ref(&trace)).unwrap();
+    let ready = |tid| s.thread(tid).map_or(0, |t| t.ready_ns);
+    assert_eq!(truth.check_wait("worker", 0.02, ready), 4);
+    let h = s.function("handle_request").unwrap();
+    assert!(h.ready_ns > h.calls * 500_000, "{h:?}");
+}
