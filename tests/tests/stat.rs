@@ -188,6 +188,20 @@ fn sampling_records_one_call_in_n_in_full() {
         "{f_s} syscalls",
         f_s = f.sampled_syscalls
     );
+    // The sampled calls convert like a trace's.
+    let st = Command::new(tracer_bin())
+        .args(["convert", "--to", "chrome"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let c = trace_merge::chrome::check::check(&dir.path().join("s.json"))
+        .unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    assert_eq!(c.slices["function"], f.entries);
 }
 
 #[test]
@@ -213,6 +227,17 @@ fn a_stat_killed_with_sigkill_reads_back() {
         .output()
         .unwrap();
     assert!(dump.status.success());
+    // Counts only, no sampled calls: nothing to convert, and one line says so.
+    let conv = Command::new(tracer_bin())
+        .arg("convert")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&conv.stderr);
+    assert!(!conv.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("counting-mode file"), "{err}");
+    assert!(!dir.path().join("s.prv").exists());
 }
 
 /// Runs the same workload under `tracer record` or `tracer stat --sample 10` and returns

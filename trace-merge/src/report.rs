@@ -2,7 +2,24 @@
 
 use std::path::PathBuf;
 
+use crate::error::{Error, Result};
 use crate::timeline::Timeline;
+
+/// A counting-mode file (`tracer stat`) holds windows of counts, and events only for the
+/// calls it sampled: without those there is nothing to draw, which is said rather than
+/// written as an empty trace.
+pub(crate) fn require_events(tl: &Timeline) -> Result<()> {
+    let sources = tl.merger().sources();
+    match sources.iter().find(|s| s.header.mode == "stat") {
+        Some(s) if tl.merger().stats().records == 0 => Err(Error::Invalid {
+            path: s.path.clone(),
+            what: "a counting-mode file (tracer stat) without sampled calls: no events to \
+                   convert (read it with tracer summary)"
+                .into(),
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// The inputs' side of a conversion: how much was read, and how much of it was damaged or
 /// missing, so a writer never hides a loss.

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::merge::{MergeOptions, Merger};
-use crate::report::InputReport;
+use crate::report::{require_events, InputReport};
 use crate::timeline::{
     Item, LinkKind, SpanEnd, StateInterval, SyscallSpan, ThreadRef, ThreadState, Timeline,
 };
@@ -96,6 +96,7 @@ fn convert_inner(inputs: &[PathBuf], output: &Path, tmp: &Path) -> Result<Chrome
         w.item(&tl, item).map_err(io_err)?;
     }
     let end = tl.end().unwrap_or(0);
+    require_events(&tl)?;
     if tl.threads().is_empty() {
         return Err(Error::Invalid {
             path: inputs[0].clone(),

@@ -26,7 +26,7 @@ pub use check::{check, check_tiling, CheckReport, Violation, Violations};
 
 use crate::error::{Error, Result};
 use crate::merge::{MergeOptions, Merger};
-use crate::report::InputReport;
+use crate::report::{require_events, InputReport};
 use crate::sysclass::SockOp;
 use crate::timeline::{Item, LinkKind, SpanEnd, ThreadRef, ThreadState, Timeline};
 use fmt::{push_i64, push_u64, Line};
@@ -216,6 +216,7 @@ fn convert_inner(
     w.flush_before(u64::MAX).map_err(io_err)?;
     let mut counts = w.finish().map_err(io_err)?;
     let end = tl.end().unwrap_or(0);
+    require_events(&tl)?;
     // Paraver rejects a body without records: say why instead of writing one.
     if tl.threads().is_empty() || end == 0 {
         let what = if tl.threads().is_empty() {
