@@ -120,6 +120,49 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
         running_ns.get(&tid).copied().unwrap_or(0)
     });
     assert_eq!(checked, 3);
+
+    // A window: conformant, and nothing outside it.
+    let st = Command::new(tracer_bin())
+        .args([
+            "convert", "--to", "chrome", "--start", "50ms", "--end", "150ms", "-f",
+        ])
+        .arg(&trace)
+        .arg("-o")
+        .arg(&stem)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let c = chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    assert!(c.slices["state"] > 0);
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for e in doc["traceEvents"].as_array().unwrap() {
+        if e["ph"] != "M" {
+            let ts = e["ts"].as_f64().unwrap();
+            let end = ts + e["dur"].as_f64().unwrap_or(0.0);
+            assert!(ts >= 50_000.0 && end <= 150_000.0, "{e}");
+        }
+    }
+    // Windows are for this format only, and must not be empty.
+    for (args, what) in [
+        (&["--start", "1s"][..], "--to chrome only"),
+        (
+            &["--to", "chrome", "--start", "2s", "--end", "1s"][..],
+            "after --start",
+        ),
+    ] {
+        let st = Command::new(tracer_bin())
+            .arg("convert")
+            .args(args)
+            .arg(&trace)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&st.stderr);
+        assert!(!st.status.success() && err.contains(what), "{err}");
+    }
 }
 
 fn possible_cpus() -> u32 {

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use serde_json::Value;
-use trace_merge::chrome::{self, check::check, state_tid};
+use trace_merge::chrome::{self, check::check, convert_chrome_with, state_tid, ChromeOptions};
 use trace_merge::invariants::check_timeline;
 use trace_merge::merge::{MergeOptions, Merger};
-use trace_merge::timeline::Timeline;
+use trace_merge::timeline::{Item, Timeline};
 use trace_merge::{convert_chrome, ChromeReport, Error};
 
 fn convert(dir: &Path, traces: &[&TraceBuilder]) -> (ChromeReport, PathBuf) {
@@ -269,4 +269,100 @@ fn checker_rejects_each_broken_rule() {
         let e = chrome::check::check_value(&doc(evs)).unwrap_err();
         assert!(e.iter().any(|x| x.contains(what)), "{what}: {e:?}");
     }
+}
+
+fn convert_window(dir: &Path, b: &TraceBuilder, from_us: u64, until_us: u64) -> Vec<Value> {
+    let input = dir.join("w.trace");
+    b.write(&input);
+    let out = dir.join("w.json");
+    let opts = ChromeOptions {
+        from_ns: from_us * 1000,
+        until_ns: until_us * 1000,
+    };
+    convert_chrome_with(&[input], &out, true, &opts).unwrap();
+    check(&out).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    events(&out)
+}
+
+#[test]
+fn a_window_keeps_what_overlaps_it_cut_at_its_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = server_scenario();
+    // process_request runs 1500-1700 us: inside.
+    let evs = convert_window(dir.path(), &b, 1450, 1750);
+    let pr = |ph| find(&evs, ph, "process_request(Request&)");
+    assert_eq!(
+        (pr("B")[0]["ts"].as_f64(), pr("E")[0]["ts"].as_f64()),
+        (Some(1500.0), Some(1700.0))
+    );
+    assert!(find(&evs, "B", "handle_accept").is_empty());
+    // The read ends at the window's start, the write starts at its end: neither is in.
+    assert!(find(&evs, "X", "read").is_empty() && find(&evs, "X", "write").is_empty());
+    assert!(
+        evs.iter().all(|e| e["ph"] != "s"),
+        "the hand-off starts before"
+    );
+    for e in evs.iter().filter(|e| e["ph"] == "X") {
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        assert!(ts >= 1450.0 && ts + dur <= 1750.0, "{e}");
+    }
+
+    // Cut inside it: it begins at the window's start and ends at its end.
+    let evs = convert_window(dir.path(), &b, 1600, 1650);
+    let pr = |ph| find(&evs, ph, "process_request(Request&)");
+    assert_eq!(
+        (pr("B")[0]["ts"].as_f64(), pr("E")[0]["ts"].as_f64()),
+        (Some(1600.0), Some(1650.0))
+    );
+    assert_eq!(pr("E")[0]["args"]["end"], "window ended");
+    let worker_states: Vec<_> = (evs.iter())
+        .filter(|e| e["cat"] == "state" && e["tid"].as_u64() == Some(state_tid(0, 101)))
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["ts"].as_f64(),
+                e["dur"].as_f64(),
+            )
+        })
+        .collect();
+    assert_eq!(worker_states, vec![("running", Some(1600.0), Some(50.0))]);
+}
+
+#[test]
+fn random_windows_are_conformant_and_keep_every_overlapping_call() {
+    for seed in 1..=20u64 {
+        let b = random_scenario(seed * 7, 1 + (seed % 3) as u32, 2 + (seed % 6) as u32, 800);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.trace");
+        b.write(&p);
+        let mut tl = Timeline::new(Merger::open(&[p], MergeOptions::default()).unwrap());
+        let mut spans = Vec::new();
+        while let Some(i) = tl.next_item().unwrap() {
+            if let Item::Func(s) = i {
+                spans.push((s.begin, s.end));
+            }
+        }
+        let end = tl.end().unwrap() / 1000;
+        let (from, until) = (end * (seed % 5) / 10, end * (5 + seed % 5) / 10);
+        let evs = convert_window(dir.path(), &b, from, until);
+        let (from_ns, until_ns) = (from * 1000, until * 1000);
+        let expect = (spans.iter())
+            .filter(|&&(b, e)| b < until_ns && e >= from_ns)
+            .count();
+        assert_eq!(find_cat(&evs, "B", "function"), expect, "seed {seed}");
+        for e in evs.iter().filter(|e| e["ph"] != "M") {
+            let ts = e["ts"].as_f64().unwrap();
+            let dur = e["dur"].as_f64().unwrap_or(0.0);
+            assert!(
+                ts >= from as f64 && ts + dur <= until as f64,
+                "seed {seed}: {e}"
+            );
+        }
+    }
+}
+
+fn find_cat(evs: &[Value], ph: &str, cat: &str) -> usize {
+    evs.iter()
+        .filter(|e| e["ph"] == ph && e["cat"] == cat)
+        .count()
 }

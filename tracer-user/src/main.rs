@@ -89,6 +89,13 @@ enum Command {
         /// Overwrite existing outputs.
         #[arg(short, long)]
         force: bool,
+        /// Only from this time since the trace's start (e.g. 1.5s); `--to chrome` only.
+        #[arg(long, value_parser = parse_offset)]
+        start: Option<Duration>,
+        /// Only until this time since the trace's start, and stop reading there; `--to
+        /// chrome` only.
+        #[arg(long, value_parser = parse_duration)]
+        end: Option<Duration>,
     },
     /// Counts and times per function, thread, system call, connection or call edge.
     Summary {
@@ -232,6 +239,14 @@ fn summarize(
     })
 }
 
+/// A point in a trace: like [`parse_duration`], and 0 is allowed.
+fn parse_offset(s: &str) -> Result<Duration, String> {
+    match s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) {
+        z if !z.is_empty() && z.chars().all(|c| c == '0' || c == '.') => Ok(Duration::ZERO),
+        _ => parse_duration(s),
+    }
+}
+
 /// Parses `10s`, `250ms`, `2m`, `1h`, `3us`, or a bare number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -302,17 +317,32 @@ fn run(cli: Cli) -> Result<()> {
             to,
             output,
             force,
+            start,
+            end,
         } => {
             let stem = output.unwrap_or_else(|| files[0].with_extension(""));
             match to {
                 Format::Paraver => {
+                    if start.is_some() || end.is_some() {
+                        bail!("--start and --end apply to --to chrome only");
+                    }
                     eprintln!("{}", trace_merge::convert_paraver(&files, &stem, force)?)
                 }
                 Format::Chrome => {
                     let mut out = stem.into_os_string();
                     out.push(".json");
                     let out = PathBuf::from(out);
-                    eprintln!("{}", trace_merge::convert_chrome(&files, &out, force)?)
+                    let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+                    let opts = trace_merge::chrome::ChromeOptions {
+                        from_ns: start.map_or(0, ns),
+                        until_ns: end.map_or(u64::MAX, ns),
+                    };
+                    if opts.until_ns <= opts.from_ns {
+                        bail!("--end must be after --start");
+                    }
+                    let report =
+                        trace_merge::chrome::convert_chrome_with(&files, &out, force, &opts)?;
+                    eprintln!("{report}");
                 }
             }
             Ok(())

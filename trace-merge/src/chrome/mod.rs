@@ -67,9 +67,38 @@ impl std::fmt::Display for ChromeReport {
     }
 }
 
+/// What part of the trace to write.
+#[derive(Clone, Copy, Debug)]
+pub struct ChromeOptions {
+    /// Start of the window, ns since the start of the earliest input.
+    pub from_ns: u64,
+    /// End of the window (exclusive); reading stops there.
+    pub until_ns: u64,
+}
+
+impl Default for ChromeOptions {
+    fn default() -> Self {
+        ChromeOptions {
+            from_ns: 0,
+            until_ns: u64::MAX,
+        }
+    }
+}
+
 /// Converts trace files into one JSON trace at `output`, written to a temporary file
 /// next to it and renamed at the end. An existing output is an error unless `force`.
 pub fn convert_chrome(inputs: &[PathBuf], output: &Path, force: bool) -> Result<ChromeReport> {
+    convert_chrome_with(inputs, output, force, &ChromeOptions::default())
+}
+
+/// [`convert_chrome`] of a window of the trace: what was under way at its start (calls,
+/// states) begins there, what is under way at its end ends there.
+pub fn convert_chrome_with(
+    inputs: &[PathBuf],
+    output: &Path,
+    force: bool,
+    opts: &ChromeOptions,
+) -> Result<ChromeReport> {
     if !force && output.exists() {
         return Err(Error::Exists {
             path: output.to_owned(),
@@ -78,29 +107,53 @@ pub fn convert_chrome(inputs: &[PathBuf], output: &Path, force: bool) -> Result<
     let mut tmp = output.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let result = convert_inner(inputs, output, &tmp);
+    let result = convert_inner(inputs, output, &tmp, opts);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
 }
 
-fn convert_inner(inputs: &[PathBuf], output: &Path, tmp: &Path) -> Result<ChromeReport> {
+fn convert_inner(
+    inputs: &[PathBuf],
+    output: &Path,
+    tmp: &Path,
+    opts: &ChromeOptions,
+) -> Result<ChromeReport> {
     let merger = Merger::open(inputs, MergeOptions::default())?;
     let mut tl = Timeline::new(merger);
     let file = File::create(tmp).map_err(|e| Error::io(tmp, e))?;
-    let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file));
+    let window = (opts.from_ns, opts.until_ns.max(opts.from_ns));
+    let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file), window);
     let io_err = |e| Error::io(tmp, e);
     w.open().map_err(io_err)?;
     while let Some(item) = tl.next_item()? {
         w.item(&tl, item).map_err(io_err)?;
+        // Past the window: what is still open ends at its end, the rest is not read.
+        if tl.now() >= window.1 && !tl.has_queued() {
+            for piece in tl.cut(tl.now(), u64::MAX) {
+                w.item(&tl, Item::State(piece)).map_err(io_err)?;
+            }
+            w.end_window(&tl).map_err(io_err)?;
+            break;
+        }
     }
-    let end = tl.end().unwrap_or(0);
+    let end = tl.end().unwrap_or(window.1).min(window.1);
     require_events(&tl)?;
     if tl.threads().is_empty() {
         return Err(Error::Invalid {
             path: inputs[0].clone(),
             what: "no traced thread: nothing to convert".into(),
+        });
+    }
+    if end <= window.0 {
+        return Err(Error::Invalid {
+            path: inputs[0].clone(),
+            what: format!(
+                "the window starts at {:.3} s, after the trace's end ({:.3} s)",
+                window.0 as f64 / 1e9,
+                end as f64 / 1e9
+            ),
         });
     }
     let input = InputReport::of(&tl);
@@ -120,7 +173,7 @@ fn convert_inner(inputs: &[PathBuf], output: &Path, tmp: &Path) -> Result<Chrome
         flows: w.flows,
         threads: tl.threads().len() as u64,
         processes: tl.processes().len() as u64,
-        duration_ns: end,
+        duration_ns: end - window.0,
         output: output.to_owned(),
     })
 }
@@ -207,6 +260,10 @@ impl<W: Write> Events<W> {
 
 struct Writer<W: Write> {
     out: Events<W>,
+    /// [from, until) in ns: what is written.
+    window: (u64, u64),
+    /// The stream has reached the window: calls under way have been opened at its start.
+    started: bool,
     /// Function names as JSON strings, per (file, probe id).
     funcs: HashMap<(u32, u32), String>,
     /// CPUs that ran something, per host.
@@ -222,12 +279,14 @@ struct Writer<W: Write> {
 }
 
 impl<W: Write> Writer<W> {
-    fn new(out: W) -> Self {
+    fn new(out: W, window: (u64, u64)) -> Self {
         Writer {
             out: Events {
                 w: out,
                 first: true,
             },
+            window,
+            started: window.0 == 0,
             funcs: HashMap::new(),
             cpus: BTreeSet::new(),
             on_cpu: HashMap::new(),
@@ -257,49 +316,54 @@ impl<W: Write> Writer<W> {
         (host, pid(host, m.tgid), tid(host, m.tid))
     }
 
+    /// `[begin, end]` clipped to the window, `None` when nothing of it is inside (an
+    /// instant counts if it is).
+    fn clip(&self, begin: u64, end: u64) -> Option<(u64, u64)> {
+        let (from, until) = self.window;
+        let (b, e) = (begin.max(from), end.min(until));
+        (b < e || (b == e && begin >= from && begin < until)).then_some((b, e))
+    }
+
     fn item(&mut self, tl: &Timeline, item: Item) -> std::io::Result<()> {
+        if !self.started && tl.now() >= self.window.0 {
+            self.start_window(tl)?;
+        }
         match item {
             Item::Thread(_) => {}
-            Item::SyscallEntry(e) => self.track(e.thread).sys_open = Some(e.time),
+            Item::SyscallEntry(e) => self.track(e.thread).sys_open = Some((e.time, e.nr)),
             Item::OnCpu { thread, time, cpu } => self.on_cpu(tl, thread, time, cpu)?,
             Item::State(s) => self.state(tl, &s)?,
             Item::FuncEntry {
                 thread, time, func, ..
             } => {
-                self.track(thread).func_event(time);
-                let (_, p, t) = Self::ids(tl, thread);
-                let source = tl.thread(thread).source;
-                let name = func_name(&mut self.funcs, tl, source, func);
-                let ts = Us(time);
-                write!(
-                    self.out.next()?,
-                    r#"{{"ph":"B","cat":"function","name":{name},"pid":{p},"tid":{t},"ts":{ts}}}"#
-                )?;
+                let inside = (self.window.0..self.window.1).contains(&time);
+                let track = self.track(thread);
+                track.func_event(time);
+                track.calls.push((func, time, inside));
+                if inside {
+                    self.begin_call(tl, thread, func, time)?;
+                }
             }
             Item::Func(s) => {
-                self.track(s.thread).func_event(s.end);
-                let (_, p, t) = Self::ids(tl, s.thread);
-                let source = tl.thread(s.thread).source;
-                let name = func_name(&mut self.funcs, tl, source, s.func);
-                let (ts, end) = (Us(s.end), end_name(s.end_kind));
-                let out = self.out.next()?;
-                write!(
-                    out,
-                    r#"{{"ph":"E","cat":"function","name":{name},"pid":{p},"tid":{t},"ts":{ts},"args":{{"end":"{end}""#
-                )?;
-                if let Some(ret) = s.ret {
-                    write!(out, r#","return":{}"#, ret as i64)?;
+                let track = self.track(s.thread);
+                track.func_event(s.end);
+                let written = track.calls.pop().is_some_and(|c| c.2);
+                if written {
+                    let until = self.window.1;
+                    let end = match s.end > until {
+                        true => (until, "window ended"),
+                        false => (s.end, end_name(s.end_kind)),
+                    };
+                    self.end_call(tl, s.thread, s.func, end, s.ret)?;
                 }
-                out.write_all(b"}}")?;
-                self.functions += 1;
             }
             Item::Syscall(s) => {
                 let (_, p, t) = Self::ids(tl, s.thread);
-                let name = match trace_file::syscalls::name(s.nr) {
-                    Some(n) => n.to_owned(),
-                    None => format!("syscall_{}", s.nr),
-                };
                 let (begin, end, clipped) = self.track(s.thread).sys_slice(&s);
+                let Some((begin, end)) = self.clip(begin, end) else {
+                    return Ok(());
+                };
+                let name = syscall_name(s.nr);
                 let (ts, dur) = (Us(begin), Us(end - begin));
                 let out = self.out.next()?;
                 write!(
@@ -309,6 +373,9 @@ impl<W: Write> Writer<W> {
                 )?;
                 if !s.entered {
                     out.write_all(br#","entry":"before the recording""#)?;
+                }
+                if s.end > self.window.1 {
+                    out.write_all(br#","window":"ended inside it""#)?;
                 }
                 if clipped {
                     // Drawn only as far as it can be without crossing a function's edge.
@@ -336,6 +403,7 @@ impl<W: Write> Writer<W> {
                 out.write_all(b"}}")?;
                 self.syscalls += 1;
             }
+            Item::Link(l) if l.send < self.window.0 || l.recv >= self.window.1 => {}
             Item::Link(l) => {
                 // The arrow starts in the sender's running slice, and ends at the slice
                 // that begins where the receiver acts: its running slice for a wakeup, its
@@ -372,9 +440,18 @@ impl<W: Write> Writer<W> {
         let Some(name) = state_name(s.state) else {
             return Ok(());
         };
+        if let (ThreadState::Running, Some(cpu)) = (s.state, s.cpu) {
+            if self.on_cpu.get(&cpu).is_some_and(|o| o.0 == s.thread) {
+                self.on_cpu.remove(&cpu);
+                self.cpu_slice(tl, cpu, s.thread, s.begin, s.end)?;
+            }
+        }
+        let Some((begin, end)) = self.clip(s.begin, s.end).filter(|(b, e)| b < e) else {
+            return Ok(());
+        };
         let (host, p, _) = Self::ids(tl, s.thread);
         let t = state_tid(host, s.tid);
-        let (ts, dur, colour) = (Us(s.begin), Us(s.end - s.begin), state_colour(s.state));
+        let (ts, dur, colour) = (Us(begin), Us(end - begin), state_colour(s.state));
         let out = self.out.next()?;
         write!(
             out,
@@ -385,12 +462,6 @@ impl<W: Write> Writer<W> {
             None => out.write_all(b"}")?,
         }
         self.states += 1;
-        if let (ThreadState::Running, Some(cpu)) = (s.state, s.cpu) {
-            if self.on_cpu.get(&cpu).is_some_and(|o| o.0 == s.thread) {
-                self.on_cpu.remove(&cpu);
-                self.cpu_slice(tl, cpu, s.thread, s.begin, s.end)?;
-            }
-        }
         Ok(())
     }
 
@@ -412,6 +483,9 @@ impl<W: Write> Writer<W> {
         begin: u64,
         end: u64,
     ) -> std::io::Result<()> {
+        let Some((begin, end)) = self.clip(begin, end).filter(|(b, e)| b < e) else {
+            return Ok(());
+        };
         let th = tl.thread(r);
         let host = tl.merger().sources()[th.source as usize].node;
         let (name, tgid, tid, cp) = (Str(&th.name), th.tgid, th.tid, cpus_pid(host));
@@ -422,6 +496,92 @@ impl<W: Write> Writer<W> {
         )?;
         self.cpus.insert((host, cpu));
         self.states += 1;
+        Ok(())
+    }
+
+    fn begin_call(
+        &mut self,
+        tl: &Timeline,
+        r: ThreadRef,
+        func: u32,
+        t: u64,
+    ) -> std::io::Result<()> {
+        let (_, p, tid) = Self::ids(tl, r);
+        let name = func_name(&mut self.funcs, tl, tl.thread(r).source, func);
+        let ts = Us(t);
+        write!(
+            self.out.next()?,
+            r#"{{"ph":"B","cat":"function","name":{name},"pid":{p},"tid":{tid},"ts":{ts}}}"#
+        )
+    }
+
+    /// `end`: (time, how the call ended).
+    fn end_call(
+        &mut self,
+        tl: &Timeline,
+        r: ThreadRef,
+        func: u32,
+        end: (u64, &str),
+        ret: Option<u64>,
+    ) -> std::io::Result<()> {
+        let (_, p, t) = Self::ids(tl, r);
+        let name = func_name(&mut self.funcs, tl, tl.thread(r).source, func);
+        let (ts, how) = (Us(end.0), end.1);
+        let out = self.out.next()?;
+        write!(
+            out,
+            r#"{{"ph":"E","cat":"function","name":{name},"pid":{p},"tid":{t},"ts":{ts},"args":{{"end":"{how}""#
+        )?;
+        if let Some(ret) = ret {
+            write!(out, r#","return":{}"#, ret as i64)?;
+        }
+        out.write_all(b"}}")?;
+        self.functions += 1;
+        Ok(())
+    }
+
+    /// The stream reached the window: calls under way begin at its start, outermost first.
+    fn start_window(&mut self, tl: &Timeline) -> std::io::Result<()> {
+        self.started = true;
+        let from = self.window.0;
+        for r in 0..self.tracks.len() {
+            for i in 0..self.tracks[r].calls.len() {
+                let (func, _, written) = self.tracks[r].calls[i];
+                if !written {
+                    self.tracks[r].calls[i].2 = true;
+                    self.begin_call(tl, r as ThreadRef, func, from)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reading stopped past the window: system calls and calls under way end at its end
+    /// (innermost first), as do the threads on the CPUs.
+    fn end_window(&mut self, tl: &Timeline) -> std::io::Result<()> {
+        let until = self.window.1;
+        for r in 0..self.tracks.len() {
+            let r = r as ThreadRef;
+            if let Some((begin, nr)) = self.tracks[r as usize].sys_open.take() {
+                if let Some((b, e)) = self.clip(begin, until) {
+                    let (_, p, t) = Self::ids(tl, r);
+                    let (name, ts, dur) = (syscall_name(nr), Us(b), Us(e - b));
+                    write!(
+                        self.out.next()?,
+                        r#"{{"ph":"X","cat":"syscall","name":"{name}","pid":{p},"tid":{t},"ts":{ts},"dur":{dur},"args":{{"end":"window ended"}}}}"#
+                    )?;
+                    self.syscalls += 1;
+                }
+            }
+            while let Some((func, _, written)) = self.tracks[r as usize].calls.pop() {
+                if written {
+                    self.end_call(tl, r, func, (until, "window ended"), None)?;
+                }
+            }
+        }
+        for (cpu, (r, begin)) in std::mem::take(&mut self.on_cpu) {
+            self.cpu_slice(tl, cpu, r, begin, until)?;
+        }
         Ok(())
     }
 
@@ -512,10 +672,12 @@ impl<W: Write> Writer<W> {
 /// A system call is a leaf inside the function calls of its thread. Records lost (a
 /// system call's exit, a function's entry) can make them cross; the slice of the system
 /// call is then cut at the function's edge, as viewers require slices to nest.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct ThreadTrack {
-    /// Entry time of the system call under way.
-    sys_open: Option<u64>,
+    /// Entry time and number of the system call under way.
+    sys_open: Option<(u64, u32)>,
+    /// Calls under way: (probe id, entry time, its `B` is written).
+    calls: Vec<(u32, u64, bool)>,
     /// The first function edge since that entry.
     sys_clip: Option<u64>,
     /// The latest function edge.
@@ -535,13 +697,20 @@ impl ThreadTrack {
         let clip = self.sys_clip.take();
         let open = self.sys_open.take();
         let (mut begin, mut end) = (s.begin, s.end);
-        if s.entered && open == Some(s.begin) {
+        if s.entered && open.map(|o| o.0) == Some(s.begin) {
             end = clip.map_or(end, |c| c.min(end));
         } else {
             // Under way when its thread was first seen: it began after any function edge.
             begin = begin.max(self.last_func).min(end);
         }
         (begin, end, (begin, end) != (s.begin, s.end))
+    }
+}
+
+fn syscall_name(nr: u32) -> std::borrow::Cow<'static, str> {
+    match trace_file::syscalls::name(nr) {
+        Some(n) => n.into(),
+        None => format!("syscall_{nr}").into(),
     }
 }
 
