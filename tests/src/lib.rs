@@ -41,6 +41,20 @@ pub fn tracer_bin() -> PathBuf {
     }
 }
 
+/// Runs `tracer ARGS...` to completion and panics with its stderr unless it succeeds.
+pub fn tracer_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    let out = Command::new(tracer_bin())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", tracer_bin().display()));
+    assert!(
+        out.status.success(),
+        "tracer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// True when running as root (needed to load eBPF programs).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -3,7 +3,7 @@
 //! checker, thread states tile the trace, and the Running time of each worker agrees
 //! with the kernel's schedstat in both. Needs root.
 
-use std::{collections::HashMap, process::Command, time::Duration};
+use std::{collections::HashMap, ffi::OsStr, process::Command, time::Duration};
 
 use trace_merge::{
     chrome,
@@ -42,18 +42,12 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     let stats = server.stop().unwrap();
 
     let stem = dir.path().join("out");
-    let st = Command::new(tracer_bin())
-        .arg("convert")
-        .arg(&trace)
-        .arg("-o")
-        .arg(&stem)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    tracer_ok(&[
+        OsStr::new("convert"),
+        trace.as_ref(),
+        "-o".as_ref(),
+        stem.as_ref(),
+    ]);
     let checked = paraver::check(&stem).unwrap_or_else(|v| panic!("{v}"));
     assert_eq!(checked.cpus as u32, possible_cpus());
     paraver::check_tiling(&stem).unwrap_or_else(|v| panic!("{v}"));
@@ -88,18 +82,9 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
 
     // The same trace as Trace Event Format: it obeys the format's rules, has every call
     // and connection, and its running slices are the same running time.
-    let st = Command::new(tracer_bin())
-        .args(["convert", "--to", "chrome"])
-        .arg(&trace)
-        .arg("-o")
-        .arg(&stem)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    let chrome = ["convert", "--to", "chrome"].map(OsStr::new);
+    let paths = [trace.as_ref(), "-o".as_ref(), stem.as_ref()];
+    tracer_ok(&[&chrome[..], &paths[..]].concat());
     let json = dir.path().join("out.json");
     let c = chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert_eq!(
@@ -122,20 +107,8 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     assert_eq!(checked, 3);
 
     // A window: conformant, and nothing outside it.
-    let st = Command::new(tracer_bin())
-        .args([
-            "convert", "--to", "chrome", "--start", "50ms", "--end", "150ms", "-f",
-        ])
-        .arg(&trace)
-        .arg("-o")
-        .arg(&stem)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    let window = ["--start", "50ms", "--end", "150ms", "-f"].map(OsStr::new);
+    tracer_ok(&[&chrome[..], &paths[..], &window[..]].concat());
     let c = chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert!(c.slices["state"] > 0);
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();

@@ -189,16 +189,12 @@ fn sampling_records_one_call_in_n_in_full() {
         f_s = f.sampled_syscalls
     );
     // The sampled calls convert like a trace's.
-    let st = Command::new(tracer_bin())
-        .args(["convert", "--to", "chrome"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    tracer_ok(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "chrome".as_ref(),
+        out.as_os_str(),
+    ]);
     let c = trace_merge::chrome::check::check(&dir.path().join("s.json"))
         .unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert_eq!(c.slices["function"], f.entries);
