@@ -364,18 +364,18 @@ impl<W: Write> Writer<W> {
                     return Ok(());
                 };
                 let name = syscall_name(s.nr);
+                let how = match s.end > self.window.1 {
+                    true => "window ended",
+                    false => end_name(s.end_kind),
+                };
                 let (ts, dur) = (Us(begin), Us(end - begin));
                 let out = self.out.next()?;
                 write!(
                     out,
-                    r#"{{"ph":"X","cat":"syscall","name":"{name}","pid":{p},"tid":{t},"ts":{ts},"dur":{dur},"args":{{"end":"{}""#,
-                    end_name(s.end_kind)
+                    r#"{{"ph":"X","cat":"syscall","name":"{name}","pid":{p},"tid":{t},"ts":{ts},"dur":{dur},"args":{{"end":"{how}""#
                 )?;
                 if !s.entered {
                     out.write_all(br#","entry":"before the recording""#)?;
-                }
-                if s.end > self.window.1 {
-                    out.write_all(br#","window":"ended inside it""#)?;
                 }
                 if clipped {
                     // Drawn only as far as it can be without crossing a function's edge.
