@@ -900,7 +900,19 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Runs `tracer SUBCOMMAND --quiet --pid PID -o OUT EXTRA...` and returns once it has
 /// attached (its file holds the header and thread table).
 pub fn start_tracer(subcommand: &str, pid: u32, out: &Path, extra: &[&str]) -> Child {
-    let child = Command::new(tracer_bin())
+    start_tracer_writing(subcommand, pid, out, extra, || Some(out.to_path_buf()))
+}
+
+/// [`start_tracer`] for a tracer that writes `file` rather than `out` itself (a rotated
+/// run names its files after `out`).
+pub fn start_tracer_writing(
+    subcommand: &str,
+    pid: u32,
+    out: &Path,
+    extra: &[&str],
+    file: impl Fn() -> Option<PathBuf>,
+) -> Child {
+    let mut child = Command::new(tracer_bin())
         .args([subcommand, "--quiet", "--pid", &pid.to_string(), "-o"])
         .arg(out)
         .args(extra)
@@ -908,12 +920,33 @@ pub fn start_tracer(subcommand: &str, pid: u32, out: &Path, extra: &[&str]) -> C
         .stderr(Stdio::piped())
         .spawn()
         .expect("cannot run the tracer");
-    assert!(
-        wait_until(Duration::from_secs(20), || std::fs::metadata(out)
-            .is_ok_and(|m| m.len() > 200)),
-        "tracer {subcommand} did not start"
-    );
+    let written = || {
+        let meta = file().and_then(|f| std::fs::metadata(f).ok());
+        meta.is_some_and(|m| m.len() > 200)
+    };
+    wait_until(Duration::from_secs(20), || {
+        written() || !matches!(child.try_wait(), Ok(None))
+    });
+    if !written() {
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("tracer vanished");
+        panic!(
+            "tracer {subcommand} did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     child
+}
+
+/// The first file in `dir`, by name.
+pub fn first_file(dir: &Path) -> Option<PathBuf> {
+    let mut names: Vec<PathBuf> = fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    names.into_iter().next()
 }
 
 /// Stops a tracer as Ctrl-C would; panics with its stderr if it failed.

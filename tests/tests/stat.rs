@@ -353,3 +353,73 @@ impl Drop for PidMax {
         }
     }
 }
+
+/// A long run in several files: each is complete, the windows go on from one file to the
+/// next, all of them together count every call, and `--keep` bounds how many stay.
+#[test]
+fn rotated_files_are_complete_and_add_up() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        sleep_us: 5000,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("prod.stat");
+    let args = ["-u", "handle_request", "-i", "250ms", "--rotate", "1s"];
+    let st = start_tracer_writing("stat", server.pid(), &base, &args, || {
+        first_file(dir.path())
+    });
+    let report = load(server.port(), 4, 600, 512, 4, Duration::from_secs(20));
+    assert_eq!(report.errors, 0);
+    stop_tracer(st);
+    let stats = server.stop().unwrap();
+
+    let mut paths: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 3, "{paths:?}");
+    assert!(!base.exists());
+    let files: Vec<StatFile> = paths.iter().map(|p| read(p)).collect();
+    let mut calls_total = 0;
+    for (i, f) in files.iter().enumerate() {
+        let name = paths[i].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("prod-") && name.ends_with("Z.stat"),
+            "{name}"
+        );
+        assert_eq!(f.header.mode, "stat");
+        let reason = &f.trailer.as_ref().expect("every file is finished").reason;
+        let last = i + 1 == files.len();
+        assert_eq!(reason, if last { "signal" } else { "rotated" }, "{name}");
+        assert!(!f.windows.is_empty(), "{name}");
+        // The next file takes over where this one ends.
+        if let Some(next) = files.get(i + 1) {
+            assert_eq!(next.header.start_ns, f.windows.last().unwrap().end_ns);
+            assert_eq!(next.windows[0].start_ns, f.windows.last().unwrap().end_ns);
+        }
+        calls_total += calls(f, 1);
+    }
+    assert_eq!(calls_total, stats.handle_request);
+    let s = trace_merge::summary::summarize(&paths).unwrap();
+    assert_eq!(
+        s.function("handle_request").unwrap().calls,
+        stats.handle_request
+    );
+
+    // --keep 2: the newest two stay.
+    let server = Server::start(&ServerOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("k.stat");
+    let args = ["-i", "250ms", "--rotate", "1s", "--keep", "2"];
+    let st = start_tracer_writing("stat", server.pid(), &base, &args, || {
+        first_file(dir.path())
+    });
+    std::thread::sleep(Duration::from_millis(4500));
+    stop_tracer(st);
+    server.stop().unwrap();
+    let left = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(left, 2);
+}

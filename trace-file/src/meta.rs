@@ -88,7 +88,8 @@ pub struct LostCounts {
 pub struct Trailer {
     /// CLOCK_MONOTONIC when recording stopped.
     pub end_ns: u64,
-    /// Why it stopped: "duration", "signal", "process exited".
+    /// Why it stopped: "duration", "signal", "process exited", or "rotated" (the run
+    /// goes on in the next file).
     pub reason: String,
     /// Records written, by kind name.
     pub records: std::collections::BTreeMap<String, u64>,
@@ -104,7 +105,7 @@ pub struct StatWindow {
     pub functions: Vec<FuncWindow>,
     pub threads: Vec<ThreadWindow>,
     pub syscalls: Vec<SysWindow>,
-    /// Updates the kernel's aggregation maps had no room for (cumulative).
+    /// Updates the kernel's aggregation maps had no room for (cumulative over the file).
     pub dropped: u64,
 }
 

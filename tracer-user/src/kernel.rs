@@ -333,7 +333,8 @@ impl Kernel {
     }
 }
 
-/// See [`Kernel::losses`].
+/// See [`Kernel::losses`]: cumulative counts since the programs were loaded.
+#[derive(Clone, Debug, Default)]
 pub struct Losses {
     pub per_cpu: Vec<u64>,
     pub threads_not_traced: u64,
@@ -344,6 +345,20 @@ impl Losses {
     /// Events lost: dropped for a full ring buffer or never produced by a skipped run.
     pub fn total(&self) -> u64 {
         self.per_cpu.iter().sum::<u64>() + self.skipped
+    }
+
+    /// What was lost since `base` was read (for a file that started then).
+    pub fn since(&self, base: &Losses) -> Losses {
+        let per_cpu = (self.per_cpu.iter().enumerate())
+            .map(|(i, n)| n.saturating_sub(base.per_cpu.get(i).copied().unwrap_or(0)))
+            .collect();
+        Losses {
+            per_cpu,
+            threads_not_traced: self
+                .threads_not_traced
+                .saturating_sub(base.threads_not_traced),
+            skipped: self.skipped.saturating_sub(base.skipped),
+        }
     }
 
     /// As written to the trace file.

@@ -68,6 +68,13 @@ enum Command {
         /// Also record 1 call in N of each function in full detail.
         #[arg(long, value_name = "N", default_value_t = 0)]
         sample: u32,
+        /// Start a new file this often (at a window's end), named after the output with
+        /// its start time in UTC: tracer-20261123T195100Z.stat. Each file is complete.
+        #[arg(long, value_parser = parse_duration)]
+        rotate: Option<Duration>,
+        /// With --rotate, keep only the newest N files of this run.
+        #[arg(long, value_name = "N", requires = "rotate")]
+        keep: Option<usize>,
     },
     /// Print a trace file's records as text, one per line.
     Dump {
@@ -174,6 +181,7 @@ impl Target {
             quiet: self.quiet,
             empty_probes,
             stat,
+            rotate: None,
         })
     }
 }
@@ -182,7 +190,7 @@ impl Target {
 fn run_record(opts: &record::RecordOptions) -> Result<()> {
     let summary = record::record(opts)?;
     if !opts.quiet {
-        record::print_summary(&summary, &opts.output)?;
+        record::print_summary(&summary)?;
     }
     Ok(())
 }
@@ -303,13 +311,28 @@ fn run(cli: Cli) -> Result<()> {
             output,
             interval,
             sample,
+            rotate,
+            keep,
         } => {
             let output = output.unwrap_or_else(|| "tracer.stat".into());
             let stat = stat::StatOptions {
                 interval,
                 sample_every: sample,
             };
-            run_record(&target.options(output, Some(stat), false)?)
+            let mut opts = target.options(output, Some(stat), false)?;
+            if let Some(every) = rotate {
+                if every < interval.max(Duration::from_secs(1)) {
+                    bail!("--rotate must be at least the interval and 1s (files are named by the second)");
+                }
+                if keep == Some(0) {
+                    bail!("--keep must be at least 1");
+                }
+                opts.rotate = Some(record::Rotation {
+                    every,
+                    keep: keep.unwrap_or(0),
+                });
+            }
+            run_record(&opts)
         }
         Command::Dump { file } => dump::dump(&file),
         Command::Convert {

@@ -15,7 +15,7 @@ use trace_file::{ChunkKind, Event, EventChunkEncoder, Probe, TraceHeader, Traile
 use tracer_abi as abi;
 
 use crate::{
-    kernel::Kernel,
+    kernel::{Kernel, Losses},
     output, probes, procfs,
     stat::{self, Counting, StatOptions},
     tracefs,
@@ -37,6 +37,17 @@ pub struct RecordOptions {
     pub empty_probes: bool,
     /// Counting mode (`tracer stat`) instead of recording every event.
     pub stat: Option<StatOptions>,
+    /// Start a new file every so often (counting mode, which runs for days).
+    pub rotate: Option<Rotation>,
+}
+
+/// Files of a long run: each is complete (header to trailer) and holds its own windows,
+/// so any of them reads alone and all of them summarize together.
+#[derive(Clone, Copy)]
+pub struct Rotation {
+    pub every: Duration,
+    /// Keep only the newest N files of this run (0: all).
+    pub keep: usize,
 }
 
 /// Totals of a finished recording.
@@ -46,6 +57,10 @@ pub struct RecordSummary {
     pub bytes: u64,
     pub seconds: f64,
     pub reason: &'static str,
+    /// The file written last.
+    pub output: PathBuf,
+    /// Files written (more than one with rotation).
+    pub files: u64,
 }
 
 /// Flush a CPU's encoded records once they reach this size...
@@ -162,7 +177,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         opts.allow_multiple,
     )?;
 
-    let file = output::create_exclusive(&opts.output, opts.force)?;
+    let first_path = match opts.rotate {
+        Some(_) => segment_path(&opts.output, std::time::SystemTime::now()),
+        None => opts.output.clone(),
+    };
+    let file = output::create_exclusive(&first_path, opts.force)?;
     let cpus = procfs::possible_cpus()?;
     let config = match opts.stat {
         None => tracer_abi::Config::RECORD,
@@ -214,32 +233,28 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
     }
 
-    let start_ns = monotonic_ns();
-    let header = TraceHeader {
-        tracer_version: env!("CARGO_PKG_VERSION").into(),
-        hostname: hostname(),
-        kernel: kernel_release(),
-        cpus,
-        clock: "CLOCK_MONOTONIC".into(),
-        monotonic_to_realtime_ns: monotonic_to_realtime(),
-        start_ns,
-        command_line: std::env::args().collect(),
-        mode: if opts.stat.is_some() {
-            "stat"
-        } else {
-            "record"
-        }
-        .into(),
+    let preamble = Preamble {
+        header: TraceHeader {
+            tracer_version: env!("CARGO_PKG_VERSION").into(),
+            hostname: hostname(),
+            kernel: kernel_release(),
+            cpus,
+            clock: "CLOCK_MONOTONIC".into(),
+            monotonic_to_realtime_ns: monotonic_to_realtime(),
+            start_ns: monotonic_ns(),
+            command_line: std::env::args().collect(),
+            mode: if opts.stat.is_some() {
+                "stat"
+            } else {
+                "record"
+            }
+            .into(),
+        },
+        pids: pids.clone(),
+        launched: launched.as_ref().map(|l| l.pid),
+        probes: table.clone(),
     };
-    let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file))?;
-    w.meta(ChunkKind::Header, &header)?;
-    for &pid in &pids {
-        let launched_here = launched.as_ref().is_some_and(|l| l.pid == pid);
-        w.meta(ChunkKind::Process, &procfs::process(pid, launched_here))?;
-    }
-    w.meta(ChunkKind::Threads, &threads)?;
-    w.meta(ChunkKind::Probes, &table)?;
-    w.flush()?;
+    let w = preamble.write(file, &threads)?;
     if let Some(l) = &launched {
         l.release();
     }
@@ -248,6 +263,15 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         .stat
         .map(|s| Counting::new(s, &table, &threads, seeded_at, opts.quiet));
     let mut rec = Recorder::new(w, cpus);
+    let mut files = Files {
+        current: first_path,
+        older: std::collections::VecDeque::new(),
+        started: Instant::now(),
+        base_losses: Losses::default(),
+        base_counts: [0; Event::KINDS],
+        written: 1,
+        bytes_before: 0,
+    };
     let started = Instant::now();
     let status = !opts.quiet && std::io::stderr().is_terminal() && counting.is_none();
     let mut last_status = Instant::now();
@@ -259,7 +283,28 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             for (tid, tgid, name) in rec.names.drain(..) {
                 c.saw(tid, tgid, &name);
             }
-            c.tick(&mut kernel, &mut rec.w)?;
+            let windowed = c.tick(&mut kernel, &mut rec.w)?;
+            if let Some(rot) = opts
+                .rotate
+                .filter(|r| windowed && files.started.elapsed() >= r.every)
+            {
+                // Windows and sampled calls go on in the next file, from where this one ends.
+                rec.flush_all()?;
+                let losses = kernel.losses()?;
+                files.finish(&mut rec, &losses, "rotated")?;
+                let path = segment_path(&opts.output, std::time::SystemTime::now());
+                let file = output::create_exclusive(&path, opts.force)?;
+                let mut threads = Vec::new();
+                for &pid in &pids {
+                    threads.extend(procfs::threads(pid).unwrap_or_default());
+                }
+                let mut next = preamble.clone();
+                next.header.start_ns = c.new_file();
+                next.header.monotonic_to_realtime_ns = monotonic_to_realtime();
+                files.bytes_before += rec.w.bytes_written();
+                rec.w = next.write(file, &threads)?;
+                files.next(path, losses, rec.counts, rot.keep)?;
+            }
         }
         if STOP.load(Ordering::Relaxed) {
             break "signal";
@@ -281,8 +326,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             if lost != rec.lost {
                 // Losses are on record as they happen, not only if we get to the end.
                 rec.lost = lost;
+                let in_file = losses.since(&files.base_losses);
                 rec.w
-                    .meta(ChunkKind::Lost, &losses.counts(monotonic_ns()))?;
+                    .meta(ChunkKind::Lost, &in_file.counts(monotonic_ns()))?;
             }
         }
         if status && last_status.elapsed() >= Duration::from_secs(1) {
@@ -304,21 +350,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         c.window(&mut kernel, &mut rec.w)?;
     }
     let losses = kernel.losses()?;
-    let end_ns = monotonic_ns();
-    rec.w.meta(ChunkKind::Lost, &losses.counts(end_ns))?;
     let lost = losses.total();
-    let records: BTreeMap<String, u64> = rec.counts().map(|(k, v)| (k.to_string(), v)).collect();
-    rec.w.meta(
-        ChunkKind::Trailer,
-        &Trailer {
-            end_ns,
-            reason: reason.into(),
-            records,
-            lost,
-        },
-    )?;
-    rec.w.flush()?;
-    rec.w.get_ref().get_ref().sync_all()?;
+    files.finish(&mut rec, &losses, reason)?;
     if status {
         eprint!("\r\x1b[K");
     }
@@ -331,10 +364,132 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     Ok(RecordSummary {
         records: rec.counts().collect(),
         lost,
-        bytes: rec.w.bytes_written(),
+        bytes: files.bytes_before + rec.w.bytes_written(),
         seconds: started.elapsed().as_secs_f64(),
         reason,
+        output: files.current,
+        files: files.written,
     })
+}
+
+/// What every file of a run starts with.
+#[derive(Clone)]
+struct Preamble {
+    header: TraceHeader,
+    pids: Vec<u32>,
+    launched: Option<u32>,
+    probes: Vec<Probe>,
+}
+
+impl Preamble {
+    /// Starts a file: header, processes, the threads as of now, probes.
+    fn write(
+        &self,
+        file: File,
+        threads: &[trace_file::ThreadInfo],
+    ) -> Result<Writer<BufWriter<File>>> {
+        let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file))?;
+        w.meta(ChunkKind::Header, &self.header)?;
+        for &pid in &self.pids {
+            let launched_here = self.launched == Some(pid);
+            w.meta(ChunkKind::Process, &procfs::process(pid, launched_here))?;
+        }
+        w.meta(ChunkKind::Threads, &threads)?;
+        w.meta(ChunkKind::Probes, &self.probes)?;
+        w.flush()?;
+        Ok(w)
+    }
+}
+
+/// The file being written, and with rotation the ones before it. Each file's lost and
+/// record counts are its own.
+struct Files {
+    current: PathBuf,
+    /// Earlier files of this run still on disk, oldest first.
+    older: std::collections::VecDeque<PathBuf>,
+    started: Instant,
+    base_losses: Losses,
+    base_counts: [u64; Event::KINDS],
+    written: u64,
+    /// Bytes of the files before the current one.
+    bytes_before: u64,
+}
+
+impl Files {
+    /// Ends the current file: what it lost, then the trailer; on disk before returning.
+    fn finish(&self, rec: &mut Recorder, losses: &Losses, reason: &str) -> Result<()> {
+        let end_ns = monotonic_ns();
+        let in_file = losses.since(&self.base_losses);
+        rec.w.meta(ChunkKind::Lost, &in_file.counts(end_ns))?;
+        let records = (rec.counts.iter().zip(self.base_counts).enumerate())
+            .filter(|(_, (&n, base))| n > *base)
+            .map(|(i, (&n, base))| (Event::KIND_NAMES[i].to_string(), n - base))
+            .collect();
+        rec.w.meta(
+            ChunkKind::Trailer,
+            &Trailer {
+                end_ns,
+                reason: reason.into(),
+                records,
+                lost: in_file.total(),
+            },
+        )?;
+        rec.w.flush()?;
+        rec.w.get_ref().get_ref().sync_all()?;
+        Ok(())
+    }
+
+    /// `path` is the file now written; the oldest beyond `keep` are removed.
+    fn next(
+        &mut self,
+        path: PathBuf,
+        losses: Losses,
+        counts: [u64; Event::KINDS],
+        keep: usize,
+    ) -> Result<()> {
+        self.older
+            .push_back(std::mem::replace(&mut self.current, path));
+        self.started = Instant::now();
+        self.base_losses = losses;
+        self.base_counts = counts;
+        self.written += 1;
+        while keep > 0 && self.older.len() + 1 > keep {
+            let Some(old) = self.older.pop_front() else {
+                break;
+            };
+            std::fs::remove_file(&old)
+                .with_context(|| format!("cannot remove {} (--keep)", old.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// `DIR/NAME-20261123T195100Z.EXT` for `DIR/NAME.EXT`: the file of a rotated run that
+/// starts at `at` (UTC), so names sort by time.
+fn segment_path(base: &std::path::Path, at: std::time::SystemTime) -> PathBuf {
+    let secs = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as libc::time_t;
+    // SAFETY: gmtime_r writes the broken-down time into `tm`, which outlives the call.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::gmtime_r(&secs, &mut tm) };
+    let stamp = format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    );
+    let stem = base
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy());
+    let name = match base.extension() {
+        Some(ext) => format!("{stem}-{stamp}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{stamp}"),
+    };
+    base.with_file_name(name)
 }
 
 /// Turns ring-buffer records into trace chunks.
@@ -586,15 +741,18 @@ pub fn human_bytes(b: u64) -> String {
 }
 
 /// Writes the end-of-recording report.
-pub fn print_summary(s: &RecordSummary, path: &std::path::Path) -> Result<()> {
+pub fn print_summary(s: &RecordSummary) -> Result<()> {
     let total: u64 = s.records.values().sum();
     let mut out = std::io::stderr().lock();
+    let to = match s.files {
+        1 => s.output.display().to_string(),
+        n => format!("{n} files, the last {}", s.output.display()),
+    };
     writeln!(
         out,
-        "recorded {total} events in {:.1}s ({}) to {}, stopped by {}",
+        "recorded {total} events in {:.1}s ({}) to {to}, stopped by {}",
         s.seconds,
         human_bytes(s.bytes),
-        path.display(),
         s.reason
     )
     .context("writing the summary")?;

@@ -41,6 +41,9 @@ pub struct Counting {
     syscalls: HashMap<u32, SysWindow>,
     threads: HashMap<u32, ThreadTotals>,
     window_start: u64,
+    /// The kernel's cumulative count of dropped updates: last read, and when the current
+    /// file started (each file counts its own).
+    dropped: (u64, u64),
     next_at: Instant,
     live: bool,
     pub windows: u64,
@@ -65,19 +68,27 @@ impl Counting {
             syscalls: HashMap::new(),
             threads: HashMap::new(),
             window_start: start_ns,
+            dropped: (0, 0),
             next_at: Instant::now() + opts.interval,
             live: !quiet && std::io::stderr().is_terminal(),
             windows: 0,
         }
     }
 
-    /// Writes a window if the interval has passed.
-    pub fn tick<W: Write>(&mut self, kernel: &mut Kernel, w: &mut Writer<W>) -> Result<()> {
-        if Instant::now() >= self.next_at {
-            self.next_at += self.opts.interval;
-            self.window(kernel, w)?;
+    /// Writes a window if the interval has passed; true if it did.
+    pub fn tick<W: Write>(&mut self, kernel: &mut Kernel, w: &mut Writer<W>) -> Result<bool> {
+        if Instant::now() < self.next_at {
+            return Ok(false);
         }
-        Ok(())
+        self.next_at += self.opts.interval;
+        self.window(kernel, w)?;
+        Ok(true)
+    }
+
+    /// A new file starts with the next window (CLOCK_MONOTONIC ns, returned).
+    pub fn new_file(&mut self) -> u64 {
+        self.dropped.1 = self.dropped.0;
+        self.window_start
     }
 
     /// Learns thread names from the lifecycle records that still flow in counting mode.
@@ -92,14 +103,14 @@ impl Counting {
     /// Reads the maps and appends the window since the previous one.
     pub fn window<W: Write>(&mut self, kernel: &mut Kernel, w: &mut Writer<W>) -> Result<()> {
         let now = crate::record::monotonic_ns();
-        let dropped = kernel.stat_dropped()?;
+        self.dropped.0 = kernel.stat_dropped()?;
         let Some(maps) = &mut kernel.stat else {
             return Ok(());
         };
         let mut win = StatWindow {
             start_ns: self.window_start,
             end_ns: now,
-            dropped,
+            dropped: self.dropped.0 - self.dropped.1,
             ..Default::default()
         };
         for p in &self.probes {
