@@ -938,15 +938,46 @@ pub fn start_tracer_writing(
     child
 }
 
+/// The files in `dir`, by name.
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let entries = fs::read_dir(dir).into_iter().flatten().flatten();
+    let mut names: Vec<PathBuf> = entries.map(|e| e.path()).collect();
+    names.sort();
+    names
+}
+
 /// The first file in `dir`, by name.
 pub fn first_file(dir: &Path) -> Option<PathBuf> {
-    let mut names: Vec<PathBuf> = fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    names.sort();
-    names.into_iter().next()
+    files_in(dir).into_iter().next()
+}
+
+/// Runs `tracer SUBCOMMAND` on a fixture server under a load of about 3 s (4 workers that
+/// sleep 5 ms per request), writing rotated files into `dir` (output `dir/NAME`), and
+/// returns them sorted, with the server's counts.
+pub fn rotated_run(
+    subcommand: &str,
+    dir: &Path,
+    name: &str,
+    extra: &[&str],
+) -> (Vec<PathBuf>, Stats) {
+    let server = Server::start(&ServerOptions {
+        sleep_us: 5000,
+        ..Default::default()
+    })
+    .unwrap();
+    let base = dir.join(name);
+    let t = start_tracer_writing(subcommand, server.pid(), &base, extra, || first_file(dir));
+    let report = load(server.port(), 4, 600, 512, 4, Duration::from_secs(20));
+    assert_eq!(report.errors, 0);
+    stop_tracer(t);
+    let stats = server.stop().unwrap();
+    let paths = files_in(dir);
+    assert!(paths.len() >= 3, "{paths:?}");
+    assert!(
+        !base.exists(),
+        "rotated files are named after the output, not it"
+    );
+    (paths, stats)
 }
 
 /// Stops a tracer as Ctrl-C would; panics with its stderr if it failed.

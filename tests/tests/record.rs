@@ -499,3 +499,35 @@ fn a_process_exiting_mid_recording_keeps_what_was_recorded() {
         )) >= 1
     );
 }
+
+/// A flight recorder: a new file every second, each complete and convertible on its own,
+/// and together every call, none twice.
+#[test]
+fn rotated_traces_are_complete_and_together_hold_every_call() {
+    let _serial = serial();
+    let dir = tmp();
+    let args = ["-u", "handle_request", "--rotate", "1s"];
+    let (paths, stats) = rotated_run("record", dir.path(), "fr.trace", &args);
+    let h = probe_ids(&paths[0])["handle_request"];
+    let (mut entries, mut exits) = (0, 0);
+    for (i, p) in paths.iter().enumerate() {
+        let t = read_trace(p);
+        let reason = &t.trailer.as_ref().expect("every file is finished").reason;
+        let last = i + 1 == paths.len();
+        assert_eq!(reason, if last { "signal" } else { "rotated" });
+        assert_eq!(t.lost, 0);
+        assert!(t.threads.iter().any(|t| t.name.starts_with("worker")));
+        entries += count(&t, |x| x.event == Event::FuncEntry { func: h });
+        exits += count(
+            &t,
+            |x| matches!(x.event, Event::FuncExit { func, .. } if func == h),
+        );
+        // Each converts alone.
+        let json = dir.path().join(format!("{i}.json"));
+        trace_merge::convert_chrome(std::slice::from_ref(p), &json, false).unwrap();
+        trace_merge::chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+        std::fs::remove_file(&json).unwrap();
+    }
+    assert_eq!(entries, stats.handle_request);
+    assert_eq!(exits, stats.handle_request);
+}

@@ -359,29 +359,9 @@ impl Drop for PidMax {
 #[test]
 fn rotated_files_are_complete_and_add_up() {
     let _serial = serial();
-    let server = Server::start(&ServerOptions {
-        sleep_us: 5000,
-        ..Default::default()
-    })
-    .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("prod.stat");
     let args = ["-u", "handle_request", "-i", "250ms", "--rotate", "1s"];
-    let st = start_tracer_writing("stat", server.pid(), &base, &args, || {
-        first_file(dir.path())
-    });
-    let report = load(server.port(), 4, 600, 512, 4, Duration::from_secs(20));
-    assert_eq!(report.errors, 0);
-    stop_tracer(st);
-    let stats = server.stop().unwrap();
-
-    let mut paths: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    paths.sort();
-    assert!(paths.len() >= 3, "{paths:?}");
-    assert!(!base.exists());
+    let (paths, stats) = rotated_run("stat", dir.path(), "prod.stat", &args);
     let files: Vec<StatFile> = paths.iter().map(|p| read(p)).collect();
     let mut calls_total = 0;
     for (i, f) in files.iter().enumerate() {

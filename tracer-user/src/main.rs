@@ -68,13 +68,6 @@ enum Command {
         /// Also record 1 call in N of each function in full detail.
         #[arg(long, value_name = "N", default_value_t = 0)]
         sample: u32,
-        /// Start a new file this often (at a window's end), named after the output with
-        /// its start time in UTC: tracer-20261123T195100Z.stat. Each file is complete.
-        #[arg(long, value_parser = parse_duration)]
-        rotate: Option<Duration>,
-        /// With --rotate, keep only the newest N files of this run.
-        #[arg(long, value_name = "N", requires = "rotate")]
-        keep: Option<usize>,
     },
     /// Print a trace file's records as text, one per line.
     Dump {
@@ -155,6 +148,13 @@ struct Target {
     /// No status line, live table or summary.
     #[arg(short, long)]
     quiet: bool,
+    /// Start a new file this often, named after the output with its start time in UTC
+    /// (tracer-20261123T195100Z.trace); each file is complete.
+    #[arg(long, value_parser = parse_duration)]
+    rotate: Option<Duration>,
+    /// With --rotate, keep only the newest N files of this run (a flight recorder).
+    #[arg(long, value_name = "N", requires = "rotate")]
+    keep: Option<usize>,
     /// Command to launch and trace from its first instruction.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -170,6 +170,16 @@ impl Target {
         if self.pids.is_empty() && self.command.is_empty() {
             bail!("nothing to trace: give --pid PID or a command after --");
         }
+        if self.rotate.is_some_and(|r| r < Duration::from_secs(1)) {
+            bail!("--rotate must be at least 1s (files are named by the second)");
+        }
+        if self.keep == Some(0) {
+            bail!("--keep must be at least 1");
+        }
+        let rotate = self.rotate.map(|every| record::Rotation {
+            every,
+            keep: self.keep.unwrap_or(0),
+        });
         Ok(record::RecordOptions {
             pids: self.pids,
             command: self.command,
@@ -181,7 +191,7 @@ impl Target {
             quiet: self.quiet,
             empty_probes,
             stat,
-            rotate: None,
+            rotate,
         })
     }
 }
@@ -293,6 +303,9 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let output = output.unwrap_or_else(|| "tracer.trace".into());
             let opts = target.options(output, None, empty_probes)?;
+            if paraver.is_some() && opts.rotate.is_some() {
+                bail!("--paraver converts one file: with --rotate, convert the files you want afterwards");
+            }
             run_record(&opts)?;
             if let Some(stem) = paraver {
                 let report = trace_merge::convert_paraver(
@@ -311,26 +324,15 @@ fn run(cli: Cli) -> Result<()> {
             output,
             interval,
             sample,
-            rotate,
-            keep,
         } => {
             let output = output.unwrap_or_else(|| "tracer.stat".into());
             let stat = stat::StatOptions {
                 interval,
                 sample_every: sample,
             };
-            let mut opts = target.options(output, Some(stat), false)?;
-            if let Some(every) = rotate {
-                if every < interval.max(Duration::from_secs(1)) {
-                    bail!("--rotate must be at least the interval and 1s (files are named by the second)");
-                }
-                if keep == Some(0) {
-                    bail!("--keep must be at least 1");
-                }
-                opts.rotate = Some(record::Rotation {
-                    every,
-                    keep: keep.unwrap_or(0),
-                });
+            let opts = target.options(output, Some(stat), false)?;
+            if opts.rotate.is_some_and(|r| r.every < interval) {
+                bail!("--rotate must be at least the interval (a file ends with a window)");
             }
             run_record(&opts)
         }

@@ -37,7 +37,8 @@ pub struct RecordOptions {
     pub empty_probes: bool,
     /// Counting mode (`tracer stat`) instead of recording every event.
     pub stat: Option<StatOptions>,
-    /// Start a new file every so often (counting mode, which runs for days).
+    /// Start a new file every so often: counting for days, or a flight recorder that
+    /// keeps the last few files of full detail.
     pub rotate: Option<Rotation>,
 }
 
@@ -279,32 +280,37 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     let reason = loop {
         let drained = rec.drain(&mut kernel)?;
         rec.flush_aged()?;
+        // A counting file ends with a window; a trace file at any time.
+        let mut may_rotate = true;
         if let Some(c) = &mut counting {
             for (tid, tgid, name) in rec.names.drain(..) {
                 c.saw(tid, tgid, &name);
             }
-            let windowed = c.tick(&mut kernel, &mut rec.w)?;
-            if let Some(rot) = opts
-                .rotate
-                .filter(|r| windowed && files.started.elapsed() >= r.every)
-            {
-                // Windows and sampled calls go on in the next file, from where this one ends.
-                rec.flush_all()?;
-                let losses = kernel.losses()?;
-                files.finish(&mut rec, &losses, "rotated")?;
-                let path = segment_path(&opts.output, std::time::SystemTime::now());
-                let file = output::create_exclusive(&path, opts.force)?;
-                let mut threads = Vec::new();
-                for &pid in &pids {
-                    threads.extend(procfs::threads(pid).unwrap_or_default());
-                }
-                let mut next = preamble.clone();
-                next.header.start_ns = c.new_file();
-                next.header.monotonic_to_realtime_ns = monotonic_to_realtime();
-                files.bytes_before += rec.w.bytes_written();
-                rec.w = next.write(file, &threads)?;
-                files.next(path, losses, rec.counts, rot.keep)?;
+            may_rotate = c.tick(&mut kernel, &mut rec.w)?;
+        }
+        if let Some(rot) = opts
+            .rotate
+            .filter(|r| may_rotate && files.started.elapsed() >= r.every)
+        {
+            // Records, windows and sampled calls go on in the next file.
+            rec.flush_all()?;
+            let losses = kernel.losses()?;
+            files.finish(&mut rec, &losses, "rotated")?;
+            let path = segment_path(&opts.output, std::time::SystemTime::now());
+            let file = output::create_exclusive(&path, opts.force)?;
+            let mut threads = Vec::new();
+            for &pid in &pids {
+                threads.extend(procfs::threads(pid).unwrap_or_default());
             }
+            let mut next = preamble.clone();
+            // A counting file starts where the previous one's last window ended.
+            next.header.start_ns = counting
+                .as_mut()
+                .map_or_else(monotonic_ns, |c| c.new_file());
+            next.header.monotonic_to_realtime_ns = monotonic_to_realtime();
+            files.bytes_before += rec.w.bytes_written();
+            rec.w = next.write(file, &threads)?;
+            files.next(path, losses, rec.counts, rot.keep)?;
         }
         if STOP.load(Ordering::Relaxed) {
             break "signal";
