@@ -396,6 +396,33 @@ fn bad_input_gets_one_clear_line() {
     assert!(e.contains("handle_request"), "no suggestion: {e}");
     assert!(!out.exists(), "a failed record left a file");
 
+    let e = run_err(&[
+        "record",
+        "--pid",
+        &pid,
+        "-u",
+        "handle_request",
+        "--trigger",
+        "render>1ms",
+        "-o",
+        outs,
+    ]);
+    assert!(
+        e.contains("not a probed function (probed: handle_request)"),
+        "{e}"
+    );
+    let e = run_err(&[
+        "record",
+        "--pid",
+        &pid,
+        "--trigger",
+        "handle_request",
+        "-o",
+        outs,
+    ]);
+    assert!(e.contains("FUNC>DURATION"), "{e}");
+    assert!(!out.exists(), "a failed record left a file");
+
     std::fs::write(&out, b"precious").unwrap();
     let e = run_err(&["record", "--pid", &pid, "-d", "1s", "-o", outs]);
     assert!(e.contains("--force"), "{e}");
@@ -530,4 +557,65 @@ fn rotated_traces_are_complete_and_together_hold_every_call() {
     }
     assert_eq!(entries, stats.handle_request);
     assert_eq!(exits, stats.handle_request);
+}
+
+/// A trigger ends the recording a set time after the first call slower than a threshold,
+/// and the file holds that call.
+#[test]
+fn a_slow_call_triggers_the_end_of_the_recording() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        sleep_us: 5000,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let args = [
+        "-u",
+        "handle_request",
+        "--trigger",
+        "handle_request>4ms",
+        "--after",
+        "300ms",
+    ];
+    let mut rec = start_tracer("record", server.pid(), &out, &args);
+    let port = server.port();
+    let load = std::thread::spawn(move || load(port, 2, 400, 512, 2, Duration::from_secs(20)));
+    // The tracer ends by itself.
+    assert!(
+        wait_until(Duration::from_secs(10), || rec
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "the trigger did not fire"
+    );
+    let _ = rec.kill();
+    assert!(rec.wait().unwrap().success());
+    load.join().unwrap();
+    server.stop().unwrap();
+
+    let t = read_trace(&out);
+    let trailer = t.trailer.as_ref().unwrap();
+    assert_eq!(trailer.reason, "trigger");
+    // The first call of 4 ms or more, and 300 ms of recording after it.
+    let h = probe_ids(&out)["handle_request"];
+    let mut open = HashMap::new();
+    let slow_end = t.records.iter().find_map(|r| match r.event {
+        Event::FuncEntry { func } if func == h => {
+            open.insert(r.tid, r.ts);
+            None
+        }
+        Event::FuncExit { func, .. } if func == h => {
+            let begin = open.remove(&r.tid)?;
+            (r.ts - begin >= 4_000_000).then_some(r.ts)
+        }
+        _ => None,
+    });
+    let slow_end = slow_end.expect("no call of 4 ms or more in the file");
+    let after = trailer.end_ns - slow_end;
+    assert!(
+        (300_000_000..2_000_000_000).contains(&after),
+        "stopped {after} ns after the slow call"
+    );
 }

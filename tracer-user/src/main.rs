@@ -53,6 +53,13 @@ enum Command {
         /// the kernel's own cost).
         #[arg(long, hide = true)]
         empty_probes: bool,
+        /// Stop once a call takes this long, e.g. 'handle_request>50ms' (FUNC as `tracer
+        /// probes` names it); with --rotate --keep, the files hold what led to it.
+        #[arg(long, value_name = "FUNC>DURATION")]
+        trigger: Option<String>,
+        /// With --trigger, how long to go on recording after it fires.
+        #[arg(long, value_parser = parse_duration, default_value = "1s", requires = "trigger")]
+        after: Duration,
     },
     /// Count in the kernel (always-on mode): per function, thread and system call, written
     /// as one window per interval. Near-zero cost: no record crosses to user space.
@@ -192,6 +199,7 @@ impl Target {
             empty_probes,
             stat,
             rotate,
+            trigger: None,
         })
     }
 }
@@ -266,7 +274,7 @@ fn parse_offset(s: &str) -> Result<Duration, String> {
 }
 
 /// Parses `10s`, `250ms`, `2m`, `1h`, `3us`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -300,9 +308,15 @@ fn run(cli: Cli) -> Result<()> {
             output,
             paraver,
             empty_probes,
+            trigger,
+            after,
         } => {
             let output = output.unwrap_or_else(|| "tracer.trace".into());
-            let opts = target.options(output, None, empty_probes)?;
+            let mut opts = target.options(output, None, empty_probes)?;
+            if let Some(t) = trigger {
+                let t: record::Trigger = t.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+                opts.trigger = Some(record::Trigger { after, ..t });
+            }
             if paraver.is_some() && opts.rotate.is_some() {
                 bail!("--paraver converts one file: with --rotate, convert the files you want afterwards");
             }

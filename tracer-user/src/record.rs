@@ -40,6 +40,37 @@ pub struct RecordOptions {
     /// Start a new file every so often: counting for days, or a flight recorder that
     /// keeps the last few files of full detail.
     pub rotate: Option<Rotation>,
+    /// Stop once a call of a probed function takes this long (and a little after).
+    pub trigger: Option<Trigger>,
+}
+
+/// `--trigger FUNC>DURATION`: the recording ends `after` the first call of `func` that
+/// took at least `min`, so the files hold what led to it.
+#[derive(Clone, Debug)]
+pub struct Trigger {
+    pub func: String,
+    pub min: Duration,
+    pub after: Duration,
+}
+
+impl std::str::FromStr for Trigger {
+    type Err = String;
+
+    /// `FUNC>DURATION`, e.g. `handle_request>50ms`.
+    fn from_str(s: &str) -> Result<Trigger, String> {
+        let (func, min) = s.rsplit_once('>').ok_or_else(|| {
+            format!("invalid trigger `{s}` (use FUNC>DURATION, e.g. handle_request>50ms)")
+        })?;
+        let func = func.trim();
+        if func.is_empty() {
+            return Err(format!("invalid trigger `{s}`: no function before `>`"));
+        }
+        Ok(Trigger {
+            func: func.to_string(),
+            min: crate::parse_duration(min)?,
+            after: Duration::from_secs(1),
+        })
+    }
 }
 
 /// Files of a long run: each is complete (header to trailer) and holds its own windows,
@@ -178,6 +209,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         opts.allow_multiple,
     )?;
 
+    let watch = match &opts.trigger {
+        Some(t) => Some(Watch::new(t, &resolved)?),
+        None => None,
+    };
     let first_path = match opts.rotate {
         Some(_) => segment_path(&opts.output, std::time::SystemTime::now()),
         None => opts.output.clone(),
@@ -264,6 +299,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         .stat
         .map(|s| Counting::new(s, &table, &threads, seeded_at, opts.quiet));
     let mut rec = Recorder::new(w, cpus);
+    rec.watch = watch;
+    let mut stop_at: Option<Instant> = None;
     let mut files = Files {
         current: first_path,
         older: std::collections::VecDeque::new(),
@@ -314,6 +351,17 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
         if STOP.load(Ordering::Relaxed) {
             break "signal";
+        }
+        if let (None, Some(w)) = (stop_at, &rec.watch) {
+            if let Some(fired) = &w.fired {
+                if !opts.quiet {
+                    eprintln!("{fired}; recording {:?} more", w.after);
+                }
+                stop_at = Some(Instant::now() + w.after);
+            }
+        }
+        if stop_at.is_some_and(|t| Instant::now() >= t) {
+            break "trigger";
         }
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break "duration";
@@ -376,6 +424,76 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         output: files.current,
         files: files.written,
     })
+}
+
+/// Times the calls of the function a trigger watches, from the records as they drain.
+struct Watch {
+    func: u32,
+    name: String,
+    min_ns: u64,
+    after: Duration,
+    /// Entry times of calls under way, per thread (a stack: calls may nest).
+    open: std::collections::HashMap<u32, Vec<u64>>,
+    /// The first call that took long enough.
+    fired: Option<Fired>,
+}
+
+/// The call that fired a trigger.
+struct Fired {
+    name: String,
+    tid: u32,
+    ns: u64,
+}
+
+impl std::fmt::Display for Fired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = self.ns as f64 / 1e6;
+        write!(
+            f,
+            "trigger: {} took {ms:.3} ms on thread {}",
+            self.name, self.tid
+        )
+    }
+}
+
+impl Watch {
+    fn new(t: &Trigger, resolved: &[probes::Resolved]) -> Result<Watch> {
+        let names: Vec<&str> = resolved.iter().map(|r| r.func.name.as_str()).collect();
+        let Some(i) = names.iter().position(|&n| n == t.func) else {
+            bail!(
+                "--trigger: `{}` is not a probed function (probed: {})",
+                t.func,
+                names.join(", ")
+            );
+        };
+        Ok(Watch {
+            func: i as u32 + 1,
+            name: t.func.clone(),
+            min_ns: t.min.as_nanos() as u64,
+            after: t.after,
+            open: std::collections::HashMap::new(),
+            fired: None,
+        })
+    }
+
+    fn see(&mut self, ts: u64, tid: u32, event: &Event) {
+        match *event {
+            Event::FuncEntry { func } if func == self.func => {
+                self.open.entry(tid).or_default().push(ts);
+            }
+            Event::FuncExit { func, .. } if func == self.func => {
+                let Some(entry) = self.open.get_mut(&tid).and_then(Vec::pop) else {
+                    return;
+                };
+                let ns = ts.saturating_sub(entry);
+                if ns >= self.min_ns && self.fired.is_none() {
+                    let name = self.name.clone();
+                    self.fired = Some(Fired { name, tid, ns });
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What every file of a run starts with.
@@ -507,6 +625,8 @@ struct Recorder {
     names: Vec<(u32, Option<u32>, String)>,
     /// Records per kind, by `Event::kind_index`.
     counts: [u64; Event::KINDS],
+    /// The calls `--trigger` watches.
+    watch: Option<Watch>,
     total: u64,
     lost: u64,
     last_total: u64,
@@ -519,6 +639,7 @@ impl Recorder {
             encoders: (0..cpus).map(EventChunkEncoder::new).collect(),
             flushed_at: vec![Instant::now(); cpus as usize],
             counts: [0; Event::KINDS],
+            watch: None,
             names: Vec::new(),
             total: 0,
             lost: 0,
@@ -536,6 +657,9 @@ impl Recorder {
                 };
                 self.encoders[cpu].push(ts, tid, &event);
                 self.counts[event.kind_index()] += 1;
+                if let Some(w) = &mut self.watch {
+                    w.see(ts, tid, &event);
+                }
                 match event {
                     Event::NewTask {
                         child_tid,
