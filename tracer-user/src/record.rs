@@ -329,36 +329,17 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             .rotate
             .filter(|r| may_rotate && files.started.elapsed() >= r.every)
         {
-            // Records, windows and sampled calls go on in the next file.
-            rec.flush_all()?;
-            let losses = kernel.losses()?;
-            files.finish(&mut rec, &losses, "rotated")?;
-            let path = segment_path(&opts.output, std::time::SystemTime::now());
-            let file = output::create_exclusive(&path, opts.force)?;
-            let mut threads = Vec::new();
-            for &pid in &pids {
-                threads.extend(procfs::threads(pid).unwrap_or_default());
-            }
-            let mut next = preamble.clone();
             // A counting file starts where the previous one's last window ended.
-            next.header.start_ns = counting
+            let start_ns = counting
                 .as_mut()
                 .map_or_else(monotonic_ns, |c| c.new_file());
-            next.header.monotonic_to_realtime_ns = monotonic_to_realtime();
-            files.bytes_before += rec.w.bytes_written();
-            rec.w = next.write(file, &threads)?;
-            files.next(path, losses, rec.counts, rot.keep)?;
+            files.rotate(&mut rec, &kernel, &preamble, start_ns, opts, rot.keep)?;
         }
         if STOP.load(Ordering::Relaxed) {
             break "signal";
         }
-        if let (None, Some(w)) = (stop_at, &rec.watch) {
-            if let Some(fired) = &w.fired {
-                if !opts.quiet {
-                    eprintln!("{fired}; recording {:?} more", w.after);
-                }
-                stop_at = Some(Instant::now() + w.after);
-            }
+        if stop_at.is_none() {
+            stop_at = rec.fired(opts.quiet).map(|after| Instant::now() + after);
         }
         if stop_at.is_some_and(|t| Instant::now() >= t) {
             break "trigger";
@@ -563,6 +544,34 @@ impl Files {
         Ok(())
     }
 
+    /// Ends the current file and goes on in a new one named for now, which starts at
+    /// `start_ns` with the threads alive then.
+    fn rotate(
+        &mut self,
+        rec: &mut Recorder,
+        kernel: &Kernel,
+        preamble: &Preamble,
+        start_ns: u64,
+        opts: &RecordOptions,
+        keep: usize,
+    ) -> Result<()> {
+        rec.flush_all()?;
+        let losses = kernel.losses()?;
+        self.finish(rec, &losses, "rotated")?;
+        let path = segment_path(&opts.output, std::time::SystemTime::now());
+        let file = output::create_exclusive(&path, opts.force)?;
+        let mut threads = Vec::new();
+        for &pid in &preamble.pids {
+            threads.extend(procfs::threads(pid).unwrap_or_default());
+        }
+        let mut next = preamble.clone();
+        next.header.start_ns = start_ns;
+        next.header.monotonic_to_realtime_ns = monotonic_to_realtime();
+        self.bytes_before += rec.w.bytes_written();
+        rec.w = next.write(file, &threads)?;
+        self.next(path, losses, rec.counts, keep)
+    }
+
     /// `path` is the file now written; the oldest beyond `keep` are removed.
     fn next(
         &mut self,
@@ -690,6 +699,16 @@ impl Recorder {
             .enumerate()
             .filter(|(_, &n)| n > 0)
             .map(|(i, &n)| (Event::KIND_NAMES[i], n))
+    }
+
+    /// How long to go on once the trigger has fired (said once, on stderr).
+    fn fired(&self, quiet: bool) -> Option<Duration> {
+        let w = self.watch.as_ref()?;
+        let fired = w.fired.as_ref()?;
+        if !quiet {
+            eprintln!("{fired}; recording {:?} more", w.after);
+        }
+        Some(w.after)
     }
 
     fn flush(&mut self, cpu: usize) -> Result<()> {
