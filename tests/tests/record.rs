@@ -557,6 +557,20 @@ fn rotated_traces_are_complete_and_together_hold_every_call() {
     }
     assert_eq!(entries, stats.handle_request);
     assert_eq!(exits, stats.handle_request);
+
+    // Converted together they are one recording: one process, every call whole, even
+    // those that straddle two files.
+    let json = dir.path().join("all.json");
+    let r = trace_merge::convert_chrome(&paths, &json, false).unwrap();
+    assert_eq!(r.processes, 1);
+    trace_merge::chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ends: Vec<_> = (doc["traceEvents"].as_array().unwrap().iter())
+        .filter(|e| e["ph"] == "E" && e["name"] == "handle_request")
+        .map(|e| e["args"]["end"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ends.len() as u64, stats.handle_request);
+    assert!(ends.iter().all(|e| e == "returned"), "{ends:?}");
 }
 
 /// A trigger ends the recording a set time after the first call slower than a threshold,

@@ -22,6 +22,13 @@ pub struct TraceHeader {
     /// "record" (every event) or "stat" (counting mode: Window chunks).
     #[serde(default)]
     pub mode: String,
+    /// The run this file is part of, when a recorder wrote several (`--rotate`): the same
+    /// string in every file of the run; empty otherwise.
+    #[serde(default)]
+    pub run: String,
+    /// 1-based number of this file in its run.
+    #[serde(default)]
+    pub part: u32,
 }
 
 /// A traced process.

@@ -79,6 +79,10 @@ pub struct Source {
     pub truncated_at: Option<u64>,
     /// Index of this file's host in [`Merger::nodes`].
     pub node: u32,
+    /// The source that stands for this file's threads and processes: the earliest file
+    /// given of the same run (files a rotating recorder wrote go on from one another),
+    /// else this file itself.
+    pub identity: u32,
     /// Global (0-based) index of this file's CPU 0: CPUs of all hosts are numbered in a row.
     pub cpu_base: u32,
     /// When recording started, in merge time (ns since the earliest start of all inputs).
@@ -233,6 +237,19 @@ impl Merger {
                 }
             };
             s.node = node as u32;
+        }
+        // Files of one run (same host and run id) are one recording: the earliest part
+        // given stands for them all.
+        for i in 0..sources.len() {
+            let same_run = |j: &usize| {
+                let (a, b) = (&sources[i].header, &sources[*j].header);
+                !a.run.is_empty() && a.run == b.run && a.hostname == b.hostname
+            };
+            let first = (0..sources.len())
+                .filter(same_run)
+                .min_by_key(|&j| (sources[j].header.part, j))
+                .unwrap_or(i);
+            sources[i].identity = first as u32;
         }
         let mut base = 0u32;
         for n in &mut nodes {
@@ -546,6 +563,7 @@ fn open_one(path: &Path) -> Result<(Source, Input)> {
         trailer: None,
         truncated_at: None,
         node: 0,
+        identity: 0,
         cpu_base: 0,
         start: 0,
         offset: 0,

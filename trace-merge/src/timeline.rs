@@ -388,6 +388,11 @@ impl Timeline {
         };
         for s in 0..t.merger.sources().len() {
             let src = &t.merger.sources()[s];
+            // A later part of a run: its threads are the earlier part's, already known
+            // (or to be seen in its records).
+            if src.identity != s as u32 {
+                continue;
+            }
             let start = src.start;
             let initial: Vec<_> = src
                 .threads
@@ -927,17 +932,23 @@ impl Timeline {
     }
 
     #[inline]
+    /// Thread and process keys are per [`Source::identity`]: the files of one run share
+    /// their threads.
+    fn ident(&self, source: u32) -> u32 {
+        self.merger.sources()[source as usize].identity
+    }
+
     fn lookup(&self, source: u32, tid: u32) -> Option<ThreadRef> {
         if tid == 0 {
             return None;
         }
-        self.by_tid.get(&key(source, tid)).copied()
+        self.by_tid.get(&key(self.ident(source), tid)).copied()
     }
 
     /// [`Timeline::lookup`] of a thread running on `cpu`, through the per-CPU cache.
     #[inline(always)]
     fn lookup_on_cpu(&mut self, source: u32, tid: u32, cpu: u32) -> Option<ThreadRef> {
-        let k = key(source, tid);
+        let k = key(self.ident(source), tid);
         if let Some(&(ck, r)) = self.on_cpu.get(cpu as usize) {
             // (tid 0 is never cached: `lookup` finds nothing for it.)
             if ck == k {
@@ -949,7 +960,7 @@ impl Timeline {
 
     #[inline(never)]
     fn lookup_on_cpu_miss(&mut self, source: u32, tid: u32, cpu: u32) -> Option<ThreadRef> {
-        let k = key(source, tid);
+        let k = key(self.ident(source), tid);
         let r = self.lookup(source, tid)?;
         let c = cpu as usize;
         if self.on_cpu.len() <= c {
@@ -1076,7 +1087,7 @@ impl Timeline {
             sys: None,
             wake: None,
         });
-        let k = key(source, tid);
+        let k = key(self.ident(source), tid);
         if self.by_tid.insert(k, r).is_some() {
             // A reused tid: its cached thread is the old one.
             for e in &mut self.on_cpu {
@@ -1109,7 +1120,7 @@ impl Timeline {
     }
 
     fn process_for(&mut self, source: u32, tgid: u32, thread_name: &str) -> u32 {
-        if let Some(&p) = self.by_tgid.get(&key(source, tgid)) {
+        if let Some(&p) = self.by_tgid.get(&key(self.ident(source), tgid)) {
             return p;
         }
         let src: &Source = &self.merger.sources()[source as usize];
@@ -1127,7 +1138,7 @@ impl Timeline {
             name,
             threads: 0,
         });
-        self.by_tgid.insert(key(source, tgid), p);
+        self.by_tgid.insert(key(self.ident(source), tgid), p);
         p
     }
 

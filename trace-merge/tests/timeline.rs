@@ -269,3 +269,47 @@ fn unwinding_and_orphan_exits() {
     );
     assert_eq!(tl.stats().orphan_func_exits, 1);
 }
+
+/// The files of one rotating run are one recording: a thread is the same thread in all of
+/// them, and a call that straddles two files is one call. Files of different runs stay
+/// apart.
+#[test]
+fn the_files_of_one_run_are_one_recording() {
+    let parts = |run: &str| {
+        let mut a = TraceBuilder::new("h", 1);
+        a.header.run = run.into();
+        a.header.part = 1;
+        a.process(1, "/s").thread(1, 1, "s", 'R');
+        a.at(10, 0, 0, sw(1, 0))
+            .at(20, 0, 1, Event::FuncEntry { func: 1 })
+            .stop(100);
+        let mut b = TraceBuilder::new("h", 1);
+        b.header.run = run.into();
+        b.header.part = 2;
+        b.header.start_ns = START + 100_000;
+        b.process(1, "/s").thread(1, 1, "s", 'R');
+        b.at(150, 0, 1, Event::FuncExit { func: 1, ret: 7 })
+            .at(160, 0, 1, sw(0, 1))
+            .stop(200);
+        // Given newest first: the order of the files does not matter.
+        (b, a)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (b, a) = parts("web1-42-1000");
+    let (got, tl) = items(open(&dir, &[&b, &a], MergeOptions::default()));
+    assert_eq!((tl.threads().len(), tl.processes().len()), (1, 1));
+    let spans: Vec<_> = (got.iter())
+        .filter_map(|i| match i {
+            Item::Func(s) => Some((s.begin, s.end, s.ret, s.end_kind)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(spans, vec![(20_000, 150_000, Some(7), SpanEnd::Returned)]);
+    assert_eq!(tl.stats().orphan_func_exits, 0);
+
+    // Without a run id, two recordings: the call is cut, its exit an orphan.
+    let (b, a) = parts("");
+    let (_, tl) = items(open(&dir, &[&b, &a], MergeOptions::default()));
+    assert_eq!(tl.threads().len(), 2);
+    assert_eq!(tl.stats().orphan_func_exits, 1);
+}

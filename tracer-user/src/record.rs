@@ -269,6 +269,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
     }
 
+    let start_ns = monotonic_ns();
     let preamble = Preamble {
         header: TraceHeader {
             tracer_version: env!("CARGO_PKG_VERSION").into(),
@@ -277,7 +278,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             cpus,
             clock: "CLOCK_MONOTONIC".into(),
             monotonic_to_realtime_ns: monotonic_to_realtime(),
-            start_ns: monotonic_ns(),
+            start_ns,
             command_line: std::env::args().collect(),
             mode: if opts.stat.is_some() {
                 "stat"
@@ -285,6 +286,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
                 "record"
             }
             .into(),
+            // Files of one rotating run say so, so that they merge as one recording.
+            run: match opts.rotate {
+                Some(_) => format!("{}-{}-{start_ns}", hostname(), std::process::id()),
+                None => String::new(),
+            },
+            part: opts.rotate.map_or(0, |_| 1),
         },
         pids: pids.clone(),
         launched: launched.as_ref().map(|l| l.pid),
@@ -566,6 +573,7 @@ impl Files {
         }
         let mut next = preamble.clone();
         next.header.start_ns = start_ns;
+        next.header.part = self.written as u32 + 1;
         next.header.monotonic_to_realtime_ns = monotonic_to_realtime();
         self.bytes_before += rec.w.bytes_written();
         rec.w = next.write(file, &threads)?;

@@ -119,6 +119,7 @@ pub fn synthesize(path: &Path, n: u64) -> std::io::Result<()> {
         start_ns: START,
         command_line: vec![],
         mode: "record".into(),
+        ..Default::default()
     };
     w.meta(ChunkKind::Header, &header)
         .map_err(std::io::Error::other)?;

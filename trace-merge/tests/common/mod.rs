@@ -43,6 +43,7 @@ impl TraceBuilder {
                 start_ns: START,
                 command_line: vec!["tracer".into(), "record".into()],
                 mode: "record".into(),
+                ..Default::default()
             },
             processes: vec![],
             threads: vec![],
