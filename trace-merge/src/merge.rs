@@ -122,6 +122,8 @@ pub struct Merged {
     pub time: u64,
     /// Index of the input file in [`Merger::sources`].
     pub source: u32,
+    /// That file's [`Source::identity`]: whose threads the record's tid names.
+    pub ident: u32,
     /// Global 0-based CPU index ([`Source::cpu_base`] + the recorded CPU).
     pub cpu: u32,
     pub tid: u32,
@@ -160,6 +162,7 @@ struct Cursor {
     /// Latest time read for this CPU.
     frontier: Option<u64>,
     source: u32,
+    ident: u32,
     cpu: u32,
 }
 
@@ -280,6 +283,7 @@ impl Merger {
                     pos: 0,
                     frontier: None,
                     source: i as u32,
+                    ident: s.identity,
                     cpu: s.cpu_base + cpu,
                 });
             }
@@ -370,7 +374,7 @@ impl Merger {
             cur.pos = 0;
         }
         self.buffered -= 1;
-        let (source, cpu) = (cur.source, cur.cpu);
+        let (source, ident, cpu) = (cur.source, cur.ident, cur.cpu);
         let mut time = rec.time;
         let late = time < self.last;
         if late {
@@ -383,6 +387,7 @@ impl Merger {
         Merged {
             time,
             source,
+            ident,
             cpu,
             tid: rec.tid,
             event: rec.event,

@@ -643,7 +643,7 @@ impl Timeline {
                 next_tid,
                 prev_state,
             } => {
-                if let Some(r) = self.lookup_on_cpu(m.source, m.tid, m.cpu) {
+                if let Some(r) = self.lookup_on_cpu(m.ident, m.tid, m.cpu) {
                     let s = ThreadState::from_prev_state(prev_state);
                     self.set_state(r, s, t, None);
                     if s == ThreadState::Exited {
@@ -653,19 +653,19 @@ impl Timeline {
                         }
                     }
                 }
-                if let Some(r) = self.lookup_on_cpu(m.source, next_tid, m.cpu) {
+                if let Some(r) = self.lookup_on_cpu(m.ident, next_tid, m.cpu) {
                     self.run(r, t, m.cpu);
                 }
             }
             Event::Wakeup { wakee, .. } => {
-                let waker = self.lookup_on_cpu(m.source, m.tid, m.cpu);
+                let waker = self.lookup_on_cpu(m.ident, m.tid, m.cpu);
                 if let Some(w) = waker {
                     self.run(w, t, m.cpu);
                 }
                 if wakee == 0 {
                     return;
                 }
-                let r = match self.lookup(m.source, wakee) {
+                let r = match self.lookup(m.ident, wakee) {
                     Some(r) => r,
                     None => {
                         let tgid = self.guess_tgid(m.source, wakee);
@@ -696,7 +696,7 @@ impl Timeline {
                 comm,
             } => {
                 self.acting(m);
-                let known = self.lookup(m.source, child_tid);
+                let known = self.lookup(m.ident, child_tid);
                 let alive = known
                     .is_some_and(|r| !matches!(self.rt[r as usize].state, ThreadState::Exited));
                 if child_tid != 0 && !alive {
@@ -931,37 +931,38 @@ impl Timeline {
         self.end = Some(end);
     }
 
-    #[inline]
     /// Thread and process keys are per [`Source::identity`]: the files of one run share
-    /// their threads.
+    /// their threads. Records carry theirs ([`Merged::ident`]); this is for the rest.
     fn ident(&self, source: u32) -> u32 {
         self.merger.sources()[source as usize].identity
     }
 
-    fn lookup(&self, source: u32, tid: u32) -> Option<ThreadRef> {
+    /// The thread `tid` of the files standing as `ident`.
+    #[inline]
+    fn lookup(&self, ident: u32, tid: u32) -> Option<ThreadRef> {
         if tid == 0 {
             return None;
         }
-        self.by_tid.get(&key(self.ident(source), tid)).copied()
+        self.by_tid.get(&key(ident, tid)).copied()
     }
 
     /// [`Timeline::lookup`] of a thread running on `cpu`, through the per-CPU cache.
     #[inline(always)]
-    fn lookup_on_cpu(&mut self, source: u32, tid: u32, cpu: u32) -> Option<ThreadRef> {
-        let k = key(self.ident(source), tid);
+    fn lookup_on_cpu(&mut self, ident: u32, tid: u32, cpu: u32) -> Option<ThreadRef> {
+        let k = key(ident, tid);
         if let Some(&(ck, r)) = self.on_cpu.get(cpu as usize) {
             // (tid 0 is never cached: `lookup` finds nothing for it.)
             if ck == k {
                 return Some(r);
             }
         }
-        self.lookup_on_cpu_miss(source, tid, cpu)
+        self.lookup_on_cpu_miss(ident, tid, cpu)
     }
 
     #[inline(never)]
-    fn lookup_on_cpu_miss(&mut self, source: u32, tid: u32, cpu: u32) -> Option<ThreadRef> {
-        let k = key(self.ident(source), tid);
-        let r = self.lookup(source, tid)?;
+    fn lookup_on_cpu_miss(&mut self, ident: u32, tid: u32, cpu: u32) -> Option<ThreadRef> {
+        let k = key(ident, tid);
+        let r = self.lookup(ident, tid)?;
         let c = cpu as usize;
         if self.on_cpu.len() <= c {
             self.on_cpu.resize(c + 1, (NO_KEY, 0));
@@ -978,7 +979,7 @@ impl Timeline {
     /// its CPU's thread, already running there, and calls were a fifth of this path's cost.
     #[inline(always)]
     fn acting(&mut self, m: &Merged) -> ThreadRef {
-        let r = match self.lookup_on_cpu(m.source, m.tid, m.cpu) {
+        let r = match self.lookup_on_cpu(m.ident, m.tid, m.cpu) {
             Some(r) => r,
             None => return self.register_acting(m),
         };

@@ -403,7 +403,8 @@ pub(super) fn run(mut tl: Timeline, opts: &SummarizeOptions) -> Result<Summary, 
                 thread, time, func, ..
             } => p.func_entry(thread, time, func),
             Item::Func(span) => p.func(&span),
-            Item::SyscallEntry(e) => p.syscall_entry(&e),
+            Item::SyscallEntry(e) if e.conn.is_some() => p.syscall_entry(&e),
+            Item::SyscallEntry(_) => {}
             Item::Syscall(s) => p.syscall(&s),
             Item::Link(l) => {
                 if l.kind == LinkKind::Wakeup {
@@ -706,8 +707,12 @@ impl Pass {
 
     /// close frees the number before it returns: another thread's accept may get it back
     /// before this close's span ends, so the number stops naming the connection here.
+    #[inline(never)]
     fn syscall_entry(&mut self, e: &SyscallEntry) {
-        if let (Some(fd), Some(id), true) = (e.fd, e.conn, sysclass::class(e.nr).close) {
+        let (Some(id), Some(fd)) = (e.conn, e.fd) else {
+            return;
+        };
+        if sysclass::class(e.nr).close {
             let k = key(self.rt[e.thread as usize].process, fd as u32);
             if self.fd_conn.get(&k) == Some(&id) {
                 self.fd_conn.remove(&k);
