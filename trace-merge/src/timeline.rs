@@ -176,6 +176,9 @@ pub struct SyscallSpan {
     pub conn: Option<u32>,
     /// For an accept: the id given to the accepted connection.
     pub new_conn: Option<u32>,
+    /// A connection whose fd number this call's new fd took: its close was not seen
+    /// (lost), so it ended unseen, before this call returned.
+    pub replaced_conn: Option<u32>,
     pub end_kind: SpanEnd,
 }
 
@@ -746,9 +749,12 @@ impl Timeline {
                 (false, o)
             }
         };
-        let mut new_conn = None;
+        let (mut new_conn, mut replaced_conn) = (None, None);
         if ret >= 0 {
             let newkey = key(proc_, ret as u32);
+            if class.new_fd.is_some() {
+                replaced_conn = self.forget_fd(newkey);
+            }
             match class.new_fd {
                 Some(NewFd::Accepted) => {
                     let id = self.next_conn;
@@ -758,7 +764,6 @@ impl Timeline {
                         socket: true,
                         conn: id,
                     };
-                    self.forget_fd(newkey);
                     self.fds.insert(newkey, e);
                     let p = Pending {
                         from: r,
@@ -773,11 +778,9 @@ impl Timeline {
                         socket: true,
                         conn: 0,
                     };
-                    self.forget_fd(newkey);
                     self.fds.insert(newkey, e);
                 }
-                Some(NewFd::Other) => self.forget_fd(newkey),
-                None => {}
+                Some(NewFd::Other) | None => {}
             }
         }
         if let Some(fd) = o.fd {
@@ -835,18 +838,18 @@ impl Timeline {
             sock_op: o.sock_op,
             conn: o.conn,
             new_conn,
+            replaced_conn,
             end_kind: SpanEnd::Returned,
         }));
     }
 
-    /// The fd number is reused or closed: whatever connection it held is over (a close
-    /// not seen, e.g. lost, must not leave the connection pending for ever).
-    fn forget_fd(&mut self, k: u64) {
-        if let Some(e) = self.fds.remove(&k) {
-            if e.conn != 0 {
-                self.handoffs.remove(&e.conn);
-            }
-        }
+    /// The fd number is reused: whatever connection it held is over (a close not seen,
+    /// e.g. lost, must not leave the connection pending for ever). Returns that
+    /// connection.
+    fn forget_fd(&mut self, k: u64) -> Option<u32> {
+        let conn = self.fds.remove(&k).map(|e| e.conn).filter(|&c| c != 0)?;
+        self.handoffs.remove(&conn);
+        Some(conn)
     }
 
     fn close_sys(&mut self, r: ThreadRef, o: OpenSys, t: u64, cpu: Option<u32>, kind: SpanEnd) {
@@ -869,6 +872,7 @@ impl Timeline {
             sock_op: o.sock_op,
             conn: o.conn,
             new_conn: None,
+            replaced_conn: None,
             end_kind: kind,
         }));
     }

@@ -407,6 +407,35 @@ fn a_number_reused_while_its_close_is_under_way_names_the_new_connection() {
     assert_eq!(c2.threads, vec![400, 401]);
 }
 
+/// A close that was not recorded: when an accept returns the number again, the old
+/// connection ended unseen, after its last operation.
+#[test]
+fn a_number_reused_without_a_recorded_close_ends_the_old_connection() {
+    let mut b = TraceBuilder::new("web", 1);
+    b.process(400, "/srv/server")
+        .thread(400, 400, "acceptor", 'S');
+    b.at(1000, 0, 400, enter(288, 3, 0))
+        .at(1100, 0, 400, exit(288, 5))
+        .at(1200, 0, 400, enter(1, 5, 300))
+        .at(1300, 0, 400, exit(1, 300))
+        .at(1400, 0, 400, enter(288, 3, 0))
+        .at(1500, 0, 400, exit(288, 5))
+        .at(1600, 0, 400, enter(1, 5, 700))
+        .at(1700, 0, 400, exit(1, 700));
+    b.stop(2000);
+    let s = summary_of(&b);
+    let c = s.connections();
+    // (Not seen closed, both: the summary counts them as open at the end.)
+    assert_eq!((c.accepted, c.closed, c.open_at_end), (2, 0, 2));
+    let by_id = |id| c.connections.iter().find(|x| x.id == id).unwrap();
+    let (c1, c2) = (by_id(1), by_id(2));
+    assert_eq!(
+        (c1.bytes_written, c1.service_ns, c1.closed),
+        (300, 200 * US, false)
+    );
+    assert_eq!((c2.bytes_written, c2.closed), (700, false));
+}
+
 fn render_string(s: &Summary, opts: &SummaryOptions) -> String {
     let mut out = Vec::new();
     render(s, opts, &mut out).unwrap();

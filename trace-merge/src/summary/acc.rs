@@ -17,9 +17,7 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use crate::sysclass;
-use crate::timeline::{
-    Item, LinkKind, Span, StateInterval, SyscallEntry, SyscallSpan, ThreadState, Timeline,
-};
+use crate::timeline::{Item, LinkKind, Span, StateInterval, SyscallSpan, ThreadState, Timeline};
 
 use super::{
     errno_name, CallEdge, ConcurrencyRow, Connection, ConnectionStats, ErrnoCount, Error,
@@ -337,7 +335,6 @@ struct OpenConn {
     file: u32,
     process: u32,
     tgid: u32,
-    fd: u32,
     accepted: u64,
     last_op: u64,
     read: u64,
@@ -365,8 +362,6 @@ struct Pass {
     /// Edge slot -> (caller function slot, callee function slot).
     edge_meta: Vec<(u32, u32)>,
     open_conns: FastMap<u32, OpenConn>,
-    /// (process, fd) -> open connection id.
-    fd_conn: FastMap<u64, u32>,
     /// Connections in service per process.
     in_service: Vec<u32>,
 }
@@ -387,7 +382,6 @@ pub(super) fn run(mut tl: Timeline, opts: &SummarizeOptions) -> Result<Summary, 
         edge_slots: FastMap::default(),
         edge_meta: Vec::new(),
         open_conns: FastMap::default(),
-        fd_conn: FastMap::default(),
         in_service: Vec::new(),
     };
     p.total.conns.resize_with(sources, ConnAcc::default);
@@ -403,7 +397,6 @@ pub(super) fn run(mut tl: Timeline, opts: &SummarizeOptions) -> Result<Summary, 
                 thread, time, func, ..
             } => p.func_entry(thread, time, func),
             Item::Func(span) => p.func(&span),
-            Item::SyscallEntry(e) if e.conn.is_some() => p.syscall_entry(&e),
             Item::SyscallEntry(_) => {}
             Item::Syscall(s) => p.syscall(&s),
             Item::Link(l) => {
@@ -705,33 +698,14 @@ impl Pass {
         self.connection(s);
     }
 
-    /// close frees the number before it returns: another thread's accept may get it back
-    /// before this close's span ends, so the number stops naming the connection here.
-    #[inline(never)]
-    fn syscall_entry(&mut self, e: &SyscallEntry) {
-        let (Some(id), Some(fd)) = (e.conn, e.fd) else {
-            return;
-        };
-        if sysclass::class(e.nr).close {
-            let k = key(self.rt[e.thread as usize].process, fd as u32);
-            if self.fd_conn.get(&k) == Some(&id) {
-                self.fd_conn.remove(&k);
-            }
-        }
-    }
-
     fn connection(&mut self, s: &SyscallSpan) {
         let th = &self.rt[s.thread as usize];
         let (process, file, tid, tgid) = (th.process, th.source, th.tid, th.tgid);
-        let class = sysclass::class(s.nr);
-        if let (Some(ret), Some(_)) = (s.ret.filter(|&v| v >= 0), class.new_fd) {
-            // The number is new: whatever connection it held ended unseen (lost close).
-            if let Some(old) = self.fd_conn.remove(&key(process, ret as u32)) {
-                let last = self.open_conns.get(&old).map_or(s.end, |c| c.last_op);
-                self.end_conn(old, last, false);
-            }
+        if let Some(old) = s.replaced_conn {
+            let last = self.open_conns.get(&old).map_or(s.end, |c| c.last_op);
+            self.end_conn(old, last, false);
         }
-        if let (Some(id), Some(fd)) = (s.new_conn, s.ret) {
+        if let Some(id) = s.new_conn {
             if self.in_service.len() <= process as usize {
                 self.in_service.resize(process as usize + 1, 0);
             }
@@ -745,7 +719,6 @@ impl Pass {
                     file,
                     process,
                     tgid,
-                    fd: fd as u32,
                     accepted: s.end,
                     last_op: s.end,
                     read: 0,
@@ -756,7 +729,6 @@ impl Pass {
                     nthreads: 1,
                 },
             );
-            self.fd_conn.insert(key(process, fd as u32), id);
             self.each(s.end, |a| {
                 at(&mut a.conns, file).accepted += 1;
                 let c = at(&mut a.conns, file);
@@ -776,11 +748,7 @@ impl Pass {
                 c.threads[n] = tid;
                 c.nthreads += 1;
             }
-            if class.close {
-                let k = key(process, c.fd);
-                if self.fd_conn.get(&k) == Some(&id) {
-                    self.fd_conn.remove(&k);
-                }
+            if sysclass::class(s.nr).close {
                 self.end_conn(id, s.end, true);
             }
         }
