@@ -98,6 +98,11 @@ impl Source {
         (ts as i64).saturating_add(self.offset).max(0) as u64
     }
 
+    /// What probe id `id` of this file stands for.
+    pub fn probe(&self, id: u32) -> Option<&Probe> {
+        self.probes.iter().find(|p| p.id == id)
+    }
+
     /// Records lost by the kernel, as far as the file tells: the larger of the last
     /// `Lost` counts (dropped and skipped) and the trailer's total.
     pub fn lost(&self) -> u64 {

@@ -313,10 +313,10 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let output = output.unwrap_or_else(|| "tracer.trace".into());
             let mut opts = target.options(output, None, empty_probes)?;
-            if let Some(t) = trigger {
-                let t: record::Trigger = t.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-                opts.trigger = Some(record::Trigger { after, ..t });
-            }
+            opts.trigger = match trigger {
+                Some(t) => Some(record::Trigger::parse(&t, after)?),
+                None => None,
+            };
             if paraver.is_some() && opts.rotate.is_some() {
                 bail!("--paraver converts one file: with --rotate, convert the files you want afterwards");
             }

@@ -53,22 +53,20 @@ pub struct Trigger {
     pub after: Duration,
 }
 
-impl std::str::FromStr for Trigger {
-    type Err = String;
-
-    /// `FUNC>DURATION`, e.g. `handle_request>50ms`.
-    fn from_str(s: &str) -> Result<Trigger, String> {
-        let (func, min) = s.rsplit_once('>').ok_or_else(|| {
-            format!("invalid trigger `{s}` (use FUNC>DURATION, e.g. handle_request>50ms)")
-        })?;
+impl Trigger {
+    /// `spec` is `FUNC>DURATION`, e.g. `handle_request>50ms`.
+    pub fn parse(spec: &str, after: Duration) -> Result<Trigger> {
+        let Some((func, min)) = spec.rsplit_once('>') else {
+            bail!("invalid trigger `{spec}` (use FUNC>DURATION, e.g. handle_request>50ms)");
+        };
         let func = func.trim();
         if func.is_empty() {
-            return Err(format!("invalid trigger `{s}`: no function before `>`"));
+            bail!("invalid trigger `{spec}`: no function before `>`");
         }
         Ok(Trigger {
             func: func.to_string(),
-            min: crate::parse_duration(min)?,
-            after: Duration::from_secs(1),
+            min: crate::parse_duration(min).map_err(|e| anyhow!(e))?,
+            after,
         })
     }
 }
@@ -422,26 +420,8 @@ struct Watch {
     after: Duration,
     /// Entry times of calls under way, per thread (a stack: calls may nest).
     open: std::collections::HashMap<u32, Vec<u64>>,
-    /// The first call that took long enough.
-    fired: Option<Fired>,
-}
-
-/// The call that fired a trigger.
-struct Fired {
-    name: String,
-    tid: u32,
-    ns: u64,
-}
-
-impl std::fmt::Display for Fired {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ms = self.ns as f64 / 1e6;
-        write!(
-            f,
-            "trigger: {} took {ms:.3} ms on thread {}",
-            self.name, self.tid
-        )
-    }
+    /// The first call that took long enough: (thread, ns).
+    fired: Option<(u32, u64)>,
 }
 
 impl Watch {
@@ -475,8 +455,7 @@ impl Watch {
                 };
                 let ns = ts.saturating_sub(entry);
                 if ns >= self.min_ns && self.fired.is_none() {
-                    let name = self.name.clone();
-                    self.fired = Some(Fired { name, tid, ns });
+                    self.fired = Some((tid, ns));
                 }
             }
             _ => {}
@@ -712,9 +691,13 @@ impl Recorder {
     /// How long to go on once the trigger has fired (said once, on stderr).
     fn fired(&self, quiet: bool) -> Option<Duration> {
         let w = self.watch.as_ref()?;
-        let fired = w.fired.as_ref()?;
+        let (tid, ns) = w.fired?;
         if !quiet {
-            eprintln!("{fired}; recording {:?} more", w.after);
+            let ms = ns as f64 / 1e6;
+            eprintln!(
+                "trigger: {} took {ms:.3} ms on thread {tid}; recording {:?} more",
+                w.name, w.after
+            );
         }
         Some(w.after)
     }

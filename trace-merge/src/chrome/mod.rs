@@ -339,7 +339,7 @@ impl<W: Write> Writer<W> {
                 let inside = (self.window.0..self.window.1).contains(&time);
                 let track = self.track(thread);
                 track.func_event(time);
-                track.calls.push((func, time, inside));
+                track.calls.push((func, inside));
                 if inside {
                     self.begin_call(tl, thread, func, time)?;
                 }
@@ -347,7 +347,7 @@ impl<W: Write> Writer<W> {
             Item::Func(s) => {
                 let track = self.track(s.thread);
                 track.func_event(s.end);
-                let written = track.calls.pop().is_some_and(|c| c.2);
+                let written = track.calls.pop().is_some_and(|c| c.1);
                 if written {
                     let until = self.window.1;
                     let end = match s.end > until {
@@ -358,22 +358,15 @@ impl<W: Write> Writer<W> {
                 }
             }
             Item::Syscall(s) => {
-                let (_, p, t) = Self::ids(tl, s.thread);
                 let (begin, end, clipped) = self.track(s.thread).sys_slice(&s);
                 let Some((begin, end)) = self.clip(begin, end) else {
                     return Ok(());
                 };
-                let name = syscall_name(s.nr);
                 let how = match s.end > self.window.1 {
                     true => "window ended",
                     false => end_name(s.end_kind),
                 };
-                let (ts, dur) = (Us(begin), Us(end - begin));
-                let out = self.out.next()?;
-                write!(
-                    out,
-                    r#"{{"ph":"X","cat":"syscall","name":"{name}","pid":{p},"tid":{t},"ts":{ts},"dur":{dur},"args":{{"end":"{how}""#
-                )?;
+                let out = self.syscall_head(tl, s.thread, s.nr, (begin, end), how)?;
                 if !s.entered {
                     out.write_all(br#","entry":"before the recording""#)?;
                 }
@@ -401,7 +394,6 @@ impl<W: Write> Writer<W> {
                     write!(out, r#","connection":{c}"#)?;
                 }
                 out.write_all(b"}}")?;
-                self.syscalls += 1;
             }
             Item::Link(l) if l.send < self.window.0 || l.recv >= self.window.1 => {}
             Item::Link(l) => {
@@ -499,6 +491,27 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// Starts the `X` slice of system call `nr` of thread `r` over `[begin, end]`, up to
+    /// its first argument, `end` (how it ended); the caller adds arguments and closes it.
+    fn syscall_head(
+        &mut self,
+        tl: &Timeline,
+        r: ThreadRef,
+        nr: u32,
+        (begin, end): (u64, u64),
+        how: &str,
+    ) -> std::io::Result<&mut W> {
+        let (_, p, t) = Self::ids(tl, r);
+        let (name, ts, dur) = (syscall_name(nr), Us(begin), Us(end - begin));
+        self.syscalls += 1;
+        let out = self.out.next()?;
+        write!(
+            out,
+            r#"{{"ph":"X","cat":"syscall","name":"{name}","pid":{p},"tid":{t},"ts":{ts},"dur":{dur},"args":{{"end":"{how}""#
+        )?;
+        Ok(out)
+    }
+
     fn begin_call(
         &mut self,
         tl: &Timeline,
@@ -546,9 +559,9 @@ impl<W: Write> Writer<W> {
         let from = self.window.0;
         for r in 0..self.tracks.len() {
             for i in 0..self.tracks[r].calls.len() {
-                let (func, _, written) = self.tracks[r].calls[i];
+                let (func, written) = self.tracks[r].calls[i];
                 if !written {
-                    self.tracks[r].calls[i].2 = true;
+                    self.tracks[r].calls[i].1 = true;
                     self.begin_call(tl, r as ThreadRef, func, from)?;
                 }
             }
@@ -563,17 +576,12 @@ impl<W: Write> Writer<W> {
         for r in 0..self.tracks.len() {
             let r = r as ThreadRef;
             if let Some((begin, nr)) = self.tracks[r as usize].sys_open.take() {
-                if let Some((b, e)) = self.clip(begin, until) {
-                    let (_, p, t) = Self::ids(tl, r);
-                    let (name, ts, dur) = (syscall_name(nr), Us(b), Us(e - b));
-                    write!(
-                        self.out.next()?,
-                        r#"{{"ph":"X","cat":"syscall","name":"{name}","pid":{p},"tid":{t},"ts":{ts},"dur":{dur},"args":{{"end":"window ended"}}}}"#
-                    )?;
-                    self.syscalls += 1;
+                if let Some(slice) = self.clip(begin, until) {
+                    let out = self.syscall_head(tl, r, nr, slice, "window ended")?;
+                    out.write_all(b"}}")?;
                 }
             }
-            while let Some((func, _, written)) = self.tracks[r as usize].calls.pop() {
+            while let Some((func, written)) = self.tracks[r as usize].calls.pop() {
                 if written {
                     self.end_call(tl, r, func, (until, "window ended"), None)?;
                 }
@@ -676,8 +684,8 @@ impl<W: Write> Writer<W> {
 struct ThreadTrack {
     /// Entry time and number of the system call under way.
     sys_open: Option<(u64, u32)>,
-    /// Calls under way: (probe id, entry time, its `B` is written).
-    calls: Vec<(u32, u64, bool)>,
+    /// Calls under way: (probe id, its `B` is written).
+    calls: Vec<(u32, bool)>,
     /// The first function edge since that entry.
     sys_clip: Option<u64>,
     /// The latest function edge.
@@ -722,8 +730,7 @@ fn func_name<'a>(
     func: u32,
 ) -> &'a str {
     cache.entry((source, func)).or_insert_with(|| {
-        let probes = &tl.merger().sources()[source as usize].probes;
-        let name = match probes.iter().find(|p| p.id == func) {
+        let name = match tl.merger().sources()[source as usize].probe(func) {
             Some(p) => p.name.clone(),
             None => format!("function_{func}"),
         };

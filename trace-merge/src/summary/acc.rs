@@ -955,8 +955,7 @@ impl Names<'_> {
     /// (name, binary, source) of a function slot.
     fn func(&self, slot: u32) -> (String, String, Option<String>) {
         let (src, id) = self.p.func_meta[slot as usize];
-        let probes = &self.tl.merger().sources()[src as usize].probes;
-        match probes.iter().find(|p| p.id == id) {
+        match self.tl.merger().sources()[src as usize].probe(id) {
             Some(p) => (p.name.clone(), p.binary.clone(), p.source.clone()),
             None => (format!("function_{id}"), String::new(), None),
         }
