@@ -28,6 +28,7 @@ pub mod chrome;
 mod error;
 pub mod invariants;
 pub mod merge;
+mod output;
 pub mod paraver;
 pub mod report;
 pub mod summary;

@@ -75,6 +75,14 @@ pub struct SysClass {
     pub new_fd: Option<NewFd>,
 }
 
+/// The name of system call `nr` (`syscall_N` for a number the table does not know).
+pub fn name(nr: u32) -> std::borrow::Cow<'static, str> {
+    match trace_file::syscalls::name(nr) {
+        Some(n) => n.into(),
+        None => format!("syscall_{nr}").into(),
+    }
+}
+
 /// Classifies system call `nr`; unknown numbers get the empty class.
 pub fn class(nr: u32) -> SysClass {
     let fd = SysClass {

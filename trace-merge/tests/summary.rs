@@ -677,9 +677,10 @@ fn random_traces_add_up() {
         for f in s.functions() {
             let split = f.running_ns + f.ready_ns + f.blocked_ns + f.io_ns;
             assert!(
-                split <= f.hist.sum(),
-                "seed {seed}: {} split {split}",
-                f.name
+                split <= f.inclusive_ns,
+                "seed {seed}: {} split {split} > inclusive {}",
+                f.name,
+                f.inclusive_ns
             );
             assert!(f.self_ns <= f.hist.sum());
             assert!(f.p50_ns <= f.p90_ns && f.p90_ns <= f.p99_ns && f.p99_ns <= f.max_ns);

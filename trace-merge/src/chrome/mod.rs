@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::merge::{MergeOptions, Merger};
+use crate::output::write_atomically;
 use crate::report::{require_events, InputReport};
+use crate::sysclass;
 use crate::timeline::{
     Item, LinkKind, SpanEnd, StateInterval, SyscallSpan, ThreadRef, ThreadState, Timeline,
 };
@@ -99,19 +101,9 @@ pub fn convert_chrome_with(
     force: bool,
     opts: &ChromeOptions,
 ) -> Result<ChromeReport> {
-    if !force && output.exists() {
-        return Err(Error::Exists {
-            path: output.to_owned(),
-        });
-    }
-    let mut tmp = output.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let result = convert_inner(inputs, output, &tmp, opts);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    write_atomically(output, force, |tmp| {
+        convert_inner(inputs, output, tmp, opts)
+    })
 }
 
 fn convert_inner(
@@ -164,7 +156,6 @@ fn convert_inner(
         .into_inner()
         .map_err(|e| Error::io(tmp, e.into_error()))?;
     out.flush().map_err(io_err)?;
-    std::fs::rename(tmp, output).map_err(|e| Error::io(output, e))?;
     Ok(ChromeReport {
         input,
         functions: w.functions,
@@ -502,7 +493,7 @@ impl<W: Write> Writer<W> {
         how: &str,
     ) -> std::io::Result<&mut W> {
         let (_, p, t) = Self::ids(tl, r);
-        let (name, ts, dur) = (syscall_name(nr), Us(begin), Us(end - begin));
+        let (name, ts, dur) = (sysclass::name(nr), Us(begin), Us(end - begin));
         self.syscalls += 1;
         let out = self.out.next()?;
         write!(
@@ -712,13 +703,6 @@ impl ThreadTrack {
             begin = begin.max(self.last_func).min(end);
         }
         (begin, end, (begin, end) != (s.begin, s.end))
-    }
-}
-
-fn syscall_name(nr: u32) -> std::borrow::Cow<'static, str> {
-    match trace_file::syscalls::name(nr) {
-        Some(n) => n.into(),
-        None => format!("syscall_{nr}").into(),
     }
 }
 

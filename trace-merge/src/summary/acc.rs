@@ -576,7 +576,9 @@ impl Pass {
         });
         let to = th.cum_at(span.end);
         let window = self.window_of(span.end);
+        // Like inclusive time, a recursive function's split is its outermost activation's.
         match to {
+            _ if !fr.outer => {}
             Some(to) => self.add_split(fr.slot, window, &fr.at, &to),
             None => self.rt[r].pending.push(PendingSplit {
                 slot: fr.slot,
@@ -816,7 +818,7 @@ fn func_stats(
     let h = &a.hist;
     let mut syscalls: Vec<InnerSyscall> = (a.inner.iter())
         .map(|i| InnerSyscall {
-            name: sys_name(i.nr),
+            name: sysclass::name(i.nr).into_owned(),
             nr: i.nr,
             calls: i.calls,
             errors: i.errors,
@@ -857,13 +859,6 @@ fn func_stats(
     f
 }
 
-pub(super) fn sys_name(nr: u32) -> String {
-    match trace_file::syscalls::name(nr) {
-        Some(n) => n.to_string(),
-        None => format!("syscall_{nr}"),
-    }
-}
-
 fn sys_stats(
     nr: u32,
     file: Option<u32>,
@@ -884,7 +879,7 @@ fn sys_stats(
         None => (None, None),
     };
     SyscallStats {
-        name: sys_name(nr),
+        name: sysclass::name(nr).into_owned(),
         nr,
         file,
         tid,
