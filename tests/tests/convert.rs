@@ -106,6 +106,39 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     });
     assert_eq!(checked, 3);
 
+    // The same trace as folded stacks: each worker's running leaves are its running
+    // time, and under handle_request its sleep shows as the fixture's own calls times
+    // the sleep it asks for, at least.
+    let folded = ["convert", "--to", "folded"].map(OsStr::new);
+    tracer_ok(&[&folded[..], &paths[..]].concat());
+    let text = std::fs::read_to_string(dir.path().join("out.folded")).unwrap();
+    let mut by_name: HashMap<&str, u64> = HashMap::new();
+    let mut asleep = 0;
+    for line in text.lines() {
+        let (stack, ns) = line.rsplit_once(' ').unwrap();
+        let ns: u64 = ns.parse().unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        if frames.last() == Some(&"[running]") {
+            *by_name.entry(frames[0]).or_default() += ns;
+        }
+        if frames.contains(&"handle_request") && frames.contains(&"clock_nanosleep") {
+            asleep += ns;
+        }
+    }
+    let mut tl =
+        Timeline::new(Merger::open(std::slice::from_ref(&trace), MergeOptions::default()).unwrap());
+    while tl.next_item().unwrap().is_some() {}
+    let checked = truth.check("worker", 0.02, |tid| {
+        let th = tl.threads().iter().find(|t| t.tid == tid).unwrap();
+        by_name.get(th.name.as_str()).copied().unwrap_or(0)
+    });
+    assert_eq!(checked, 3);
+    assert!(
+        asleep >= stats.handle_request * 300_000,
+        "{asleep} ns asleep in {} calls",
+        stats.handle_request
+    );
+
     // A window: conformant, and nothing outside it.
     let window = ["--start", "50ms", "--end", "150ms", "-f"].map(OsStr::new);
     tracer_ok(&[&chrome[..], &paths[..], &window[..]].concat());

@@ -63,7 +63,8 @@ fn run(n: u64) {
     let json = dir.path().join("bench.json");
     let t2 = Instant::now();
     let c0 = thread_cpu_ns();
-    let r = trace_merge::convert_chrome(&[input], &json, true).expect("convert to JSON");
+    let r = trace_merge::convert_chrome(std::slice::from_ref(&input), &json, true)
+        .expect("convert to JSON");
     let secs = t2.elapsed().as_secs_f64();
     let cpu = (thread_cpu_ns().0 - c0.0) as f64 / 1e9;
     let bytes = std::fs::metadata(&json).map_or(0, |m| m.len());
@@ -71,5 +72,19 @@ fn run(n: u64) {
         "{l} chrome: {secs:.3} s, {:.0} events/s ({:.0} per CPU s), {bytes} JSON bytes",
         r.input.records_in as f64 / secs,
         r.input.records_in as f64 / cpu
+    );
+
+    // And as folded stacks.
+    let folded = dir.path().join("bench.folded");
+    let t3 = Instant::now();
+    let c0 = thread_cpu_ns();
+    let r = trace_merge::convert_folded(&[input], &folded, true).expect("convert to stacks");
+    let secs = t3.elapsed().as_secs_f64();
+    let cpu = (thread_cpu_ns().0 - c0.0) as f64 / 1e9;
+    println!(
+        "{l} folded: {secs:.3} s, {:.0} events/s ({:.0} per CPU s), {} stacks",
+        r.input.records_in as f64 / secs,
+        r.input.records_in as f64 / cpu,
+        r.stacks
     );
 }

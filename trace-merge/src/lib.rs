@@ -9,7 +9,7 @@
 //! 2. [`timeline::Timeline`]: the per-thread state machine, yielding [`timeline::Item`]s
 //!    (state intervals, function and system-call spans, wakeup and hand-off links);
 //! 3. consumers: [`paraver`] and [`chrome`] (the writers, each with its conformance
-//!    checker), the summaries, [`invariants`] (the checks every consumer may rely on).
+//!    checker), [`folded`] (flame graph stacks), the summaries, [`invariants`] (the checks every consumer may rely on).
 //!
 //! ```no_run
 //! use trace_merge::{merge::{Merger, MergeOptions}, timeline::{Item, Timeline}};
@@ -26,6 +26,7 @@
 
 pub mod chrome;
 mod error;
+pub mod folded;
 pub mod invariants;
 pub mod merge;
 mod output;
@@ -37,4 +38,5 @@ pub mod timeline;
 
 pub use chrome::{convert_chrome, ChromeReport};
 pub use error::{Error, Result};
+pub use folded::{convert_folded, FoldedReport};
 pub use paraver::{convert_paraver, ConvertReport};

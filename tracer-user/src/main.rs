@@ -35,6 +35,9 @@ enum Format {
     /// Trace Event Format (Chrome's JSON trace): NAME.json, for Perfetto's UI,
     /// chrome://tracing and speedscope.
     Chrome,
+    /// Folded stacks for flame graphs (flamegraph.pl, inferno, speedscope): NAME.folded,
+    /// each thread's time by its probed functions, system call and state, in ns.
+    Folded,
 }
 
 #[derive(Subcommand)]
@@ -81,8 +84,9 @@ enum Command {
         /// Trace file.
         file: PathBuf,
     },
-    /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row) or a
-    /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope).
+    /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row), a
+    /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope) or
+    /// folded stacks for flame graphs (NAME.folded).
     Convert {
         /// Trace files (several processes or hosts merge into one trace).
         #[arg(required = true)]
@@ -360,17 +364,24 @@ fn run(cli: Cli) -> Result<()> {
             end,
         } => {
             let stem = output.unwrap_or_else(|| files[0].with_extension(""));
+            let with_ext = |ext: &str| {
+                let mut out = stem.clone().into_os_string();
+                out.push(ext);
+                PathBuf::from(out)
+            };
+            if !matches!(to, Format::Chrome) && (start.is_some() || end.is_some()) {
+                bail!("--start and --end apply to --to chrome only");
+            }
             match to {
                 Format::Paraver => {
-                    if start.is_some() || end.is_some() {
-                        bail!("--start and --end apply to --to chrome only");
-                    }
                     eprintln!("{}", trace_merge::convert_paraver(&files, &stem, force)?)
                 }
+                Format::Folded => {
+                    let out = with_ext(".folded");
+                    eprintln!("{}", trace_merge::convert_folded(&files, &out, force)?)
+                }
                 Format::Chrome => {
-                    let mut out = stem.into_os_string();
-                    out.push(".json");
-                    let out = PathBuf::from(out);
+                    let out = with_ext(".json");
                     let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
                     let opts = trace_merge::chrome::ChromeOptions {
                         from_ns: start.map_or(0, ns),

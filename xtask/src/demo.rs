@@ -48,15 +48,18 @@ pub fn run() -> Result<()> {
             .arg(&stem)
             .arg(&trace),
     )?;
-    status(
-        Command::new(&tracer)
-            .args(["convert", "--to", "chrome", "--force", "-o"])
-            .arg(&stem)
-            .arg(&trace),
-    )?;
+    for to in ["chrome", "folded"] {
+        status(
+            Command::new(&tracer)
+                .args(["convert", "--to", to, "--force", "-o"])
+                .arg(&stem)
+                .arg(&trace),
+        )?;
+    }
     eprintln!(
         "demo: Paraver trace written to {0}.prv/.pcf/.row, Trace Event Format to {0}.json \
-         (open it in https://ui.perfetto.dev)",
+         (open it in https://ui.perfetto.dev), flame graph stacks to {0}.folded (speedscope, \
+         inferno-flamegraph, flamegraph.pl)",
         stem.display()
     );
     // The summaries a developer reads first: where the handlers' time went, then the

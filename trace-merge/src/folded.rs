@@ -1,0 +1,315 @@
+//! Folded stacks, the input of flame graph tools (flamegraph.pl, inferno, speedscope):
+//! one line per distinct stack, `frame;frame;...;frame VALUE`.
+//!
+//! Here a stack is where a traced thread's wall time went, as the tracer sees it: the
+//! thread's name, the probed functions on its stack (outermost first), the system call
+//! it was in, and, as the leaf, the state it was in: `[running]`, `[ready]`,
+//! `[blocked]` or `[I/O]`. Values are nanoseconds. So the graph of a server shows, under
+//! each handler, how much of its time ran on a CPU, waited for one, or waited on
+//! something, and in which system call; a thread's time outside probed functions is the
+//! leaves right under its name.
+//!
+//! Threads with the same name fold together (the workers of a pool become one tower).
+//!
+//! State intervals arrive when they end, while the stack changes at points inside them:
+//! each thread keeps the stack changes since its last interval ended, and an interval
+//! splits at them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::merge::{MergeOptions, Merger};
+use crate::output::write_atomically;
+use crate::report::{require_events, InputReport};
+use crate::sysclass;
+use crate::timeline::{Item, ThreadRef, ThreadState, Timeline};
+
+/// What a conversion read and wrote.
+#[derive(Clone, Debug, Default)]
+pub struct FoldedReport {
+    pub input: InputReport,
+    /// Lines written (distinct stacks).
+    pub stacks: u64,
+    /// Sum of all values: the traced threads' time in a known state, ns.
+    pub total_ns: u64,
+    pub threads: u64,
+    pub output: PathBuf,
+}
+
+impl std::fmt::Display for FoldedReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.input)?;
+        writeln!(
+            f,
+            "written: {} stacks, {} threads, {:.3} s of thread time",
+            self.stacks,
+            self.threads,
+            self.total_ns as f64 / 1e9
+        )?;
+        write!(f, "output: {}", self.output.display())
+    }
+}
+
+/// Converts trace files into folded stacks at `output`, written to a temporary file next
+/// to it and renamed at the end. An existing output is an error unless `force`.
+pub fn convert_folded(inputs: &[PathBuf], output: &Path, force: bool) -> Result<FoldedReport> {
+    write_atomically(output, force, |tmp| {
+        let merger = Merger::open(inputs, MergeOptions::default())?;
+        let mut tl = Timeline::new(merger);
+        let mut stacks = Stacks::default();
+        while let Some(item) = tl.next_item()? {
+            stacks.item(&tl, item);
+        }
+        require_events(&tl)?;
+        if tl.threads().is_empty() {
+            return Err(Error::Invalid {
+                path: inputs[0].clone(),
+                what: "no traced thread: nothing to convert".into(),
+            });
+        }
+        let lines = stacks.lines(&tl);
+        let io_err = |e| Error::io(tmp, e);
+        let file = File::create(tmp).map_err(io_err)?;
+        let mut w = BufWriter::new(file);
+        for (stack, ns) in &lines {
+            writeln!(w, "{stack} {ns}").map_err(io_err)?;
+        }
+        w.into_inner()
+            .map_err(|e| Error::io(tmp, e.into_error()))?
+            .sync_all()
+            .map_err(io_err)?;
+        Ok(FoldedReport {
+            input: InputReport::of(&tl),
+            stacks: lines.len() as u64,
+            total_ns: lines.values().sum(),
+            threads: tl.threads().len() as u64,
+            output: output.to_owned(),
+        })
+    })
+}
+
+/// The leaf of a state, `None` for states that are not a thread's time (not yet created,
+/// exited, unknown).
+fn state_leaf(s: ThreadState) -> Option<usize> {
+    match s {
+        ThreadState::Running => Some(0),
+        ThreadState::Ready => Some(1),
+        ThreadState::Blocked => Some(2),
+        ThreadState::Io => Some(3),
+        ThreadState::Unknown | ThreadState::NotCreated | ThreadState::Exited => None,
+    }
+}
+
+fn add(to: &mut [u64; 4], v: &[u64; 4]) {
+    to.iter_mut().zip(v).for_each(|(a, b)| *a += b);
+}
+
+const LEAVES: [&str; 4] = ["[running]", "[ready]", "[blocked]", "[I/O]"];
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Frame {
+    /// A thread's root: its name, looked up at the end (a thread may be renamed).
+    Thread(ThreadRef),
+    /// Probe `id` of input file `source`.
+    Func {
+        source: u32,
+        id: u32,
+    },
+    Syscall(u32),
+}
+
+/// A node of the tree of stacks: a frame under a parent node.
+struct Node {
+    parent: Option<u32>,
+    frame: Frame,
+    /// Time spent exactly here, per leaf state.
+    ns: [u64; 4],
+}
+
+#[derive(Default)]
+struct ThreadStack {
+    /// Node of each probed function under way, outermost first.
+    funcs: Vec<u32>,
+    /// The system call under way.
+    sys: Option<u32>,
+    /// Where the thread was when its last state interval ended; `None` before its first
+    /// stack change.
+    at: Option<u32>,
+    /// Time before the first stack change, per leaf state: its place is known only then
+    /// (a system call under way when the recording started shows at its end).
+    lead: [u64; 4],
+    /// Stack changes since then: (time, node).
+    changes: Vec<(u64, u32)>,
+}
+
+/// The tree of stacks and where each thread is in it.
+#[derive(Default)]
+pub struct Stacks {
+    nodes: Vec<Node>,
+    children: HashMap<(Option<u32>, Frame), u32>,
+    threads: Vec<ThreadStack>,
+}
+
+impl Stacks {
+    /// Takes in one timeline item.
+    pub fn item(&mut self, tl: &Timeline, item: Item) {
+        match item {
+            Item::FuncEntry {
+                thread, time, func, ..
+            } => {
+                let source = tl.thread(thread).source;
+                let parent = self.func_node(thread);
+                let node = self.node(Some(parent), Frame::Func { source, id: func });
+                self.thread(thread).funcs.push(node);
+                self.changed(thread, time);
+            }
+            Item::Func(span) => {
+                // Spans close innermost first; the one closing is at its depth.
+                self.thread(span.thread).funcs.truncate(span.depth as usize);
+                self.changed(span.thread, span.end);
+            }
+            Item::SyscallEntry(e) => {
+                self.thread(e.thread).sys = Some(e.nr);
+                self.changed(e.thread, e.time);
+            }
+            Item::Syscall(s) => {
+                if self.thread(s.thread).sys.take().is_some() {
+                    self.changed(s.thread, s.end);
+                } else if self.thread(s.thread).at.is_none() {
+                    // Under way since before the recording: the thread's time so far.
+                    let root = self.node(None, Frame::Thread(s.thread));
+                    let sys = self.node(Some(root), Frame::Syscall(s.nr));
+                    let th = self.thread(s.thread);
+                    let lead = std::mem::take(&mut th.lead);
+                    th.at = Some(sys);
+                    th.changes.push((s.end, root));
+                    add(&mut self.nodes[sys as usize].ns, &lead);
+                }
+            }
+            Item::State(s) => {
+                let leaf = state_leaf(s.state);
+                let th = self.thread(s.thread);
+                let Some(mut node) = th.at else {
+                    if let Some(l) = leaf {
+                        th.lead[l] += s.end - s.begin;
+                    }
+                    return;
+                };
+                let mut from = s.begin;
+                let changes = std::mem::take(&mut th.changes);
+                let mut kept = Vec::new();
+                for &(t, n) in &changes {
+                    if t > s.end {
+                        kept.push((t, n));
+                        continue;
+                    }
+                    if let (Some(l), true) = (leaf, t > from) {
+                        self.nodes[node as usize].ns[l] += t - from;
+                        from = t;
+                    }
+                    node = n;
+                }
+                if let (Some(l), true) = (leaf, s.end > from) {
+                    self.nodes[node as usize].ns[l] += s.end - from;
+                }
+                let th = self.thread(s.thread);
+                th.at = Some(node);
+                th.changes = kept;
+            }
+            Item::Thread(_) | Item::OnCpu { .. } | Item::Link(_) => {}
+        }
+    }
+
+    /// The stacks with their time, named, with same-named stacks added up.
+    pub fn lines(&self, tl: &Timeline) -> BTreeMap<String, u64> {
+        let mut names: Vec<Option<String>> = vec![None; self.nodes.len()];
+        let mut out = BTreeMap::new();
+        // Parents come before children, so each name extends its parent's.
+        for (i, n) in self.nodes.iter().enumerate() {
+            let frame = match n.frame {
+                Frame::Thread(r) => tl.thread(r).name.clone(),
+                Frame::Func { source, id } => {
+                    match tl.merger().sources()[source as usize].probe(id) {
+                        Some(p) => p.name.clone(),
+                        None => format!("function_{id}"),
+                    }
+                }
+                Frame::Syscall(nr) => sysclass::name(nr).into_owned(),
+            };
+            // `;` separates frames and a line ends with its value.
+            let frame = frame.replace([';', '\n', '\r'], "_");
+            let name = match n.parent.and_then(|p| names[p as usize].as_deref()) {
+                Some(p) => format!("{p};{frame}"),
+                None => frame,
+            };
+            for (l, &ns) in n.ns.iter().enumerate() {
+                if ns > 0 {
+                    *out.entry(format!("{name};{}", LEAVES[l])).or_insert(0) += ns;
+                }
+            }
+            names[i] = Some(name);
+        }
+        // Threads that never changed their stack.
+        for (r, th) in self.threads.iter().enumerate() {
+            if th.at.is_none() {
+                let name = tl
+                    .thread(r as ThreadRef)
+                    .name
+                    .replace([';', '\n', '\r'], "_");
+                for (l, &ns) in th.lead.iter().enumerate().filter(|(_, &ns)| ns > 0) {
+                    *out.entry(format!("{name};{}", LEAVES[l])).or_insert(0) += ns;
+                }
+            }
+        }
+        out
+    }
+
+    fn thread(&mut self, r: ThreadRef) -> &mut ThreadStack {
+        let r = r as usize;
+        if self.threads.len() <= r {
+            self.threads.resize_with(r + 1, ThreadStack::default);
+        }
+        &mut self.threads[r]
+    }
+
+    fn node(&mut self, parent: Option<u32>, frame: Frame) -> u32 {
+        let next = self.nodes.len() as u32;
+        let id = *self.children.entry((parent, frame)).or_insert(next);
+        if id == next {
+            self.nodes.push(Node {
+                parent,
+                frame,
+                ns: [0; 4],
+            });
+        }
+        id
+    }
+
+    /// The node of the innermost probed function under way (the thread's root if none).
+    fn func_node(&mut self, r: ThreadRef) -> u32 {
+        match self.thread(r).funcs.last() {
+            Some(&n) => n,
+            None => self.node(None, Frame::Thread(r)),
+        }
+    }
+
+    /// The thread's stack changed at `t`: note where it is now.
+    fn changed(&mut self, r: ThreadRef, t: u64) {
+        if self.thread(r).at.is_none() {
+            let root = self.node(None, Frame::Thread(r));
+            let th = self.thread(r);
+            let lead = std::mem::take(&mut th.lead);
+            th.at = Some(root);
+            add(&mut self.nodes[root as usize].ns, &lead);
+        }
+        let parent = self.func_node(r);
+        let node = match self.thread(r).sys {
+            Some(nr) => self.node(Some(parent), Frame::Syscall(nr)),
+            None => parent,
+        };
+        self.thread(r).changes.push((t, node));
+    }
+}

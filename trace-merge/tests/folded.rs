@@ -1,0 +1,175 @@
+//! Folded stacks on synthetic traces: exact figures on a known scenario, and on random
+//! traces agreement with the two other places that account for a thread's time (its
+//! state intervals, and the summary's state split of each function).
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use common::*;
+use trace_file::Event;
+use trace_merge::convert_folded;
+use trace_merge::merge::{MergeOptions, Merger};
+use trace_merge::summary::summarize;
+use trace_merge::timeline::{Item, Timeline};
+
+const US: u64 = 1000;
+
+fn write(dir: &tempfile::TempDir, b: &TraceBuilder) -> PathBuf {
+    let p = dir.path().join("t.trace");
+    b.write(&p);
+    p
+}
+
+/// The lines of the folded output of `input`, as stack -> ns.
+fn folded(dir: &tempfile::TempDir, input: &PathBuf) -> BTreeMap<String, u64> {
+    let out = dir.path().join("t.folded");
+    let _ = std::fs::remove_file(&out);
+    let report = convert_folded(std::slice::from_ref(input), &out, false).unwrap();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines = BTreeMap::new();
+    for l in text.lines() {
+        let (stack, ns) = l.rsplit_once(' ').expect("a value");
+        let prev = lines.insert(stack.to_owned(), ns.parse::<u64>().expect("ns"));
+        assert!(prev.is_none(), "stack {stack} twice");
+    }
+    assert_eq!(report.stacks, lines.len() as u64);
+    assert_eq!(report.total_ns, lines.values().sum::<u64>());
+    lines
+}
+
+/// One thread: `handle_request` sleeps in nanosleep (35), then `other` runs 100 us.
+#[test]
+fn a_sleeping_handler_splits_by_system_call_and_state() {
+    let mut b = TraceBuilder::new("h1", 1);
+    b.process(100, "/srv/server")
+        .thread(100, 100, "server", 'S')
+        .probe(1, "handle_request")
+        .probe(2, "other");
+    let s = 500;
+    b.at(1000, 0, 0, sw(100, 0))
+        .at(1100, 0, 100, Event::FuncEntry { func: 1 })
+        .at(1200, 0, 100, enter(35, 0, 0))
+        .at(1300, 0, 100, sw(0, 1))
+        .at(1300 + s, 0, 0, wake(100, 0))
+        .at(1400 + s, 0, 0, sw(100, 0))
+        .at(1500 + s, 0, 100, exit(35, 0))
+        .at(1600 + s, 0, 100, Event::FuncExit { func: 1, ret: 0 })
+        .at(1700 + s, 0, 100, Event::FuncEntry { func: 2 })
+        .at(1800 + s, 0, 100, Event::FuncExit { func: 2, ret: 0 });
+    b.stop(2000 + s);
+    let dir = tempfile::tempdir().unwrap();
+    let lines = folded(&dir, &write(&dir, &b));
+    let get = |k: &str| lines.get(k).copied().unwrap_or(0);
+    let h = "server;handle_request";
+    assert_eq!(get(&format!("{h};nanosleep;[blocked]")), s * US);
+    assert_eq!(get(&format!("{h};nanosleep;[ready]")), 100 * US);
+    assert_eq!(get(&format!("{h};nanosleep;[running]")), 200 * US);
+    assert_eq!(get(&format!("{h};[running]")), 200 * US);
+    assert_eq!(get("server;other;[running]"), 100 * US);
+    // Outside the functions: running between them and after, blocked before the switch.
+    assert_eq!(get("server;[running]"), (100 + 100 + 200) * US);
+    assert!(get("server;[blocked]") > 0);
+    assert!(lines.keys().all(|k| k.starts_with("server;")));
+}
+
+/// A system call under way when the recording started shows under its name.
+#[test]
+fn a_call_under_way_at_the_start_takes_the_time_before_its_exit() {
+    let mut b = TraceBuilder::new("h1", 1);
+    b.process(100, "/srv/server")
+        .thread(100, 100, "server", 'S');
+    b.at(1000, 0, 0, wake(100, 0))
+        .at(1100, 0, 0, sw(100, 0))
+        .at(1200, 0, 100, exit(232, 1))
+        .at(1300, 0, 100, enter(0, 4, 10))
+        .at(1400, 0, 100, exit(0, 10));
+    b.stop(1500);
+    let dir = tempfile::tempdir().unwrap();
+    let lines = folded(&dir, &write(&dir, &b));
+    assert_eq!(lines.get("server;epoll_wait;[ready]"), Some(&(100 * US)));
+    assert_eq!(lines.get("server;epoll_wait;[running]"), Some(&(100 * US)));
+    assert_eq!(lines.get("server;read;[running]"), Some(&(100 * US)));
+    assert_eq!(lines.get("server;[running]"), Some(&(200 * US)));
+    assert!(lines
+        .get("server;epoll_wait;[blocked]")
+        .is_some_and(|&ns| ns > 0));
+    assert!(!lines.contains_key("server;[blocked]"));
+}
+
+#[test]
+fn random_traces_agree_with_states_and_the_summary() {
+    for seed in 1..=12u64 {
+        let b = random_scenario(
+            seed * 11,
+            1 + (seed % 4) as u32,
+            3 + (seed % 5) as u32,
+            2000,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(&dir, &b);
+        let lines = folded(&dir, &input);
+
+        // Every thread's time in a known state, from the timeline's intervals.
+        let merger = Merger::open(std::slice::from_ref(&input), MergeOptions::default()).unwrap();
+        let mut tl = Timeline::new(merger);
+        // Threads of one name fold together.
+        let mut by_name: HashMap<String, u64> = HashMap::new();
+        while let Some(item) = tl.next_item().unwrap() {
+            if let Item::State(s) = item {
+                if trace_merge::chrome::state_name(s.state).is_some() {
+                    let name = tl.thread(s.thread).name.clone();
+                    *by_name.entry(name).or_default() += s.end - s.begin;
+                }
+            }
+        }
+        assert!(by_name.len() >= 3, "seed {seed}");
+        for (name, ns) in by_name {
+            let folded: u64 = (lines.iter())
+                .filter(|(k, _)| k.split(';').next() == Some(name.as_str()))
+                .map(|(_, v)| v)
+                .sum();
+            assert_eq!(folded, ns, "seed {seed}: thread {name}");
+        }
+
+        // Each function's time by state: the lines with it on the stack.
+        let s = summarize(std::slice::from_ref(&input)).unwrap();
+        assert!(
+            s.functions().iter().any(|f| f.running_ns > 0),
+            "seed {seed}"
+        );
+        for f in s.functions() {
+            let mut split = [0u64; 4];
+            for (k, v) in &lines {
+                let frames: Vec<&str> = k.split(';').collect();
+                if !frames[1..frames.len() - 1].contains(&f.name.as_str()) {
+                    continue;
+                }
+                let leaf = ["[running]", "[ready]", "[blocked]", "[I/O]"];
+                let i = leaf
+                    .iter()
+                    .position(|l| l == frames.last().unwrap())
+                    .unwrap();
+                split[i] += v;
+            }
+            let want = [f.running_ns, f.ready_ns, f.blocked_ns, f.io_ns];
+            assert_eq!(split, want, "seed {seed}: function {}", f.name);
+        }
+    }
+}
+
+#[test]
+fn an_existing_output_is_kept_unless_forced() {
+    let b = server_scenario();
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir, &b);
+    let out = dir.path().join("t.folded");
+    std::fs::write(&out, "keep").unwrap();
+    let err = convert_folded(std::slice::from_ref(&input), &out, false).unwrap_err();
+    assert!(err.to_string().contains("exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep");
+    convert_folded(std::slice::from_ref(&input), &out, true).unwrap();
+    assert!(std::fs::read_to_string(&out).unwrap().contains("[running]"));
+    assert!(!dir.path().join("t.folded.tmp").exists());
+}
