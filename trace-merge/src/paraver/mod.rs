@@ -906,26 +906,32 @@ fn assemble_prv(
     let prefix_end = places.last().map_or(HEADER_ROOM as u64, |p| p.0);
 
     // When the header and the late lines fit in the room kept for them, only the body up
-    // to the last late line is rewritten, in place, padded to its old length by a comment
-    // line; the body file becomes the .prv.
-    if header.len() + late_bytes + 2 <= HEADER_ROOM && prefix_end - (HEADER_ROOM as u64) <= 64 << 20
-    {
-        let mut prefix = header_room(header.as_bytes(), HEADER_ROOM - late_bytes);
-        let mut pos = HEADER_ROOM as u64;
-        for (at, line) in &places {
-            let from = prefix.len();
-            prefix.resize(from + (at - pos) as usize, 0);
-            body.read_exact_at(&mut prefix[from..], pos)
-                .map_err(io_body)?;
-            prefix.extend_from_slice(line);
-            pos = *at;
-        }
-        debug_assert_eq!(prefix.len() as u64, prefix_end);
-        let body = std::fs::OpenOptions::new()
+    // to the last late line is rewritten, in place: each stretch moves towards the start
+    // by the late lines still to come, and since it is read before it is written and
+    // every write lands at or before what is still unread, a stretch at a time in a
+    // fixed buffer is enough whatever the trace's size. The body file becomes the .prv.
+    if header.len() + late_bytes + 2 <= HEADER_ROOM {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .open(body_path)
             .map_err(io_body)?;
-        body.write_all_at(&prefix, 0).map_err(io_body)?;
+        let head = header_room(header.as_bytes(), HEADER_ROOM - late_bytes);
+        file.write_all_at(&head, 0).map_err(io_body)?;
+        let (mut pos, mut to) = (HEADER_ROOM as u64, head.len() as u64);
+        let mut buf = vec![0u8; 1 << 20];
+        for (at, line) in &places {
+            while pos < *at {
+                let n = buf.len().min((at - pos) as usize);
+                file.read_exact_at(&mut buf[..n], pos).map_err(io_body)?;
+                file.write_all_at(&buf[..n], to).map_err(io_body)?;
+                pos += n as u64;
+                to += n as u64;
+            }
+            file.write_all_at(line, to).map_err(io_body)?;
+            to += line.len() as u64;
+        }
+        debug_assert_eq!(to, prefix_end);
         std::fs::rename(body_path, out_path).map_err(io_out)?;
         return Ok(counts);
     }
@@ -1120,11 +1126,8 @@ mod tests {
         assert_eq!(counts, [0, 1, 0]);
     }
 
-    /// Late records merged in place (header and late lines fit the room) and by copying
-    /// (a header too long for it) give the same lines, in the same order.
-    #[test]
-    fn late_records_in_place_and_by_copy_agree() {
-        let state = |time, end| Out {
+    fn late_state(time: u64, end: u64) -> Out {
+        Out {
             time,
             rank: 2,
             thread: 0,
@@ -1133,39 +1136,56 @@ mod tests {
                 state: 1,
                 cpu: 1,
             },
-        };
-        let body: String = (1..=50)
+        }
+    }
+
+    /// The .prv text and its record lines after `late` is merged into a body of states
+    /// at `10 * i` for `i` in `1..=n`.
+    fn merge_late(header: &str, n: u64, late: &[Out]) -> (String, Vec<String>) {
+        let body: String = (1..=n)
             .map(|i| format!("1:1:1:1:1:{}:{}:1\n", i * 10, i * 10 + 5))
             .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let (b, out) = (dir.path().join("body"), dir.path().join("out"));
+        let mut content = header_room(&[], HEADER_ROOM);
+        content.extend_from_slice(body.as_bytes());
+        std::fs::write(&b, content).unwrap();
+        let counts = assemble_prv(header, &b, late, &[(1, 1)], &out).unwrap();
+        assert_eq!(counts, [0, 0, late.len() as u64]);
+        let text = std::fs::read_to_string(&out).unwrap();
+        let lines: Vec<String> = text
+            .lines()
+            .skip(1)
+            .filter(|l| !l.starts_with('#'))
+            .map(String::from)
+            .collect();
+        (text, lines)
+    }
+
+    const SHORT_HEADER: &str = "#Paraver (x):600_ns:1(1):1:1(1:1)\n";
+
+    /// A header too long for the room: the late records are merged by copying.
+    fn long_header() -> String {
+        format!(
+            "#Paraver ({}):600_ns:1(1):1:1(1:1)\n",
+            "x".repeat(HEADER_ROOM)
+        )
+    }
+
+    /// Late records merged in place (header and late lines fit the room) and by copying
+    /// (a header too long for it) give the same lines, in the same order.
+    #[test]
+    fn late_records_in_place_and_by_copy_agree() {
+        let state = late_state;
         let late = [
             state(5, 7),
             state(200, 201),
             state(200, 202),
             state(495, 499),
         ];
-        let run = |header: &str| {
-            let dir = tempfile::tempdir().unwrap();
-            let (b, out) = (dir.path().join("body"), dir.path().join("out"));
-            let mut content = header_room(&[], HEADER_ROOM);
-            content.extend_from_slice(body.as_bytes());
-            std::fs::write(&b, content).unwrap();
-            let counts = assemble_prv(header, &b, &late, &[(1, 1)], &out).unwrap();
-            assert_eq!(counts, [0, 0, 4]);
-            let text = std::fs::read_to_string(&out).unwrap();
-            let lines: Vec<String> = text
-                .lines()
-                .skip(1)
-                .filter(|l| !l.starts_with('#'))
-                .map(String::from)
-                .collect();
-            (text, lines)
-        };
-        let (short, in_place) = run("#Paraver (x):600_ns:1(1):1:1(1:1)\n");
-        let long = format!(
-            "#Paraver ({}):600_ns:1(1):1:1(1:1)\n",
-            "x".repeat(HEADER_ROOM)
-        );
-        let (_, copied) = run(&long);
+        let run = |header: &str| merge_late(header, 50, &late);
+        let (short, in_place) = run(SHORT_HEADER);
+        let (_, copied) = run(&long_header());
         assert!(
             short.lines().nth(1).unwrap().starts_with("# "),
             "not merged in place"
@@ -1181,5 +1201,27 @@ mod tests {
                 "1:1:1:1:1:200:202:1"
             ]
         );
+    }
+
+    /// In place, a body of several buffers' length (the rewrite moves it a buffer at a
+    /// time) with a late record near its end.
+    #[test]
+    fn late_records_far_into_a_long_body() {
+        let late = [
+            late_state(5, 7),
+            late_state(600_000, 600_001),
+            late_state(1_199_995, 1_199_999),
+        ];
+        let (text, in_place) = merge_late(SHORT_HEADER, 120_000, &late);
+        assert!(text.len() > 2 << 20);
+        assert!(
+            text.lines().nth(1).unwrap().starts_with("# "),
+            "not merged in place"
+        );
+        let (_, copied) = merge_late(&long_header(), 120_000, &late);
+        assert_eq!(in_place, copied);
+        assert_eq!(in_place.len(), 120_003);
+        assert_eq!(in_place[60_001], "1:1:1:1:1:600000:600001:1");
+        assert_eq!(in_place[120_001], "1:1:1:1:1:1199995:1199999:1");
     }
 }
