@@ -26,6 +26,7 @@
 
 pub mod chrome;
 mod error;
+mod fmt;
 pub mod folded;
 pub mod invariants;
 pub mod merge;

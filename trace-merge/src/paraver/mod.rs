@@ -16,7 +16,6 @@
 //! globally from 1 across hosts.
 
 mod check;
-mod fmt;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -25,11 +24,11 @@ use std::path::{Path, PathBuf};
 pub use check::{check, check_tiling, CheckReport, Violation, Violations};
 
 use crate::error::{Error, Result};
+use crate::fmt::{push_i64, push_u64, Line};
 use crate::merge::{MergeOptions, Merger};
 use crate::report::{require_events, InputReport};
 use crate::sysclass::SockOp;
 use crate::timeline::{Item, LinkKind, SpanEnd, ThreadRef, ThreadState, Timeline};
-use fmt::{push_i64, push_u64, Line};
 
 /// Event type of user functions (value = function id on entry, 0 on exit), as Extrae.
 pub const EV_FUNCTION: u32 = 60_000_019;
@@ -827,7 +826,7 @@ impl Layout {
         // Applications are separated by ':' as Paraver itself writes them.
         format!(
             "#Paraver ({}):{end}_ns:{}({}):{}:{}\n",
-            fmt::paraver_date(start),
+            crate::fmt::paraver_date(start),
             nodes.len(),
             nodes.join(","),
             appls.len(),

@@ -1,5 +1,6 @@
-//! Small formatting helpers for the writer's hot loop (`write!` costs more than the rest
-//! of a record's work).
+//! Small formatting helpers for the writers' hot loops (`write!` costs more than the rest
+//! of a record's work): numbers appended to a [`Line`] (Paraver) or a `Vec<u8>` (the
+//! Trace Event Format), both [`Sink`]s.
 
 const DIGITS2: &[u8; 200] = b"\
     0001020304050607080910111213141516171819\
@@ -24,6 +25,38 @@ const LINE_CAP: usize = 512;
 /// record's head or one type/value pair with its separators.
 pub(crate) const LINE_PIECE: usize = 128;
 
+/// Where digits are appended.
+pub(crate) trait Sink {
+    fn push(&mut self, b: u8);
+    fn extend_from_slice(&mut self, s: &[u8]);
+    fn extend_4(&mut self, s: [u8; 4]);
+    fn len(&self) -> usize;
+    fn truncate(&mut self, len: usize);
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn push(&mut self, b: u8) {
+        Vec::push(self, b)
+    }
+    #[inline]
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        Vec::extend_from_slice(self, s)
+    }
+    #[inline]
+    fn extend_4(&mut self, s: [u8; 4]) {
+        Vec::extend_from_slice(self, &s)
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    #[inline]
+    fn truncate(&mut self, len: usize) {
+        Vec::truncate(self, len)
+    }
+}
+
 impl Line {
     pub(crate) fn new() -> Line {
         Line {
@@ -46,6 +79,7 @@ impl Line {
         self.len + LINE_PIECE <= LINE_CAP
     }
 
+    /// Appends one byte (inherent, so the writers need not import [`Sink`]).
     #[inline]
     pub(crate) fn push(&mut self, b: u8) {
         self.buf[self.len] = b;
@@ -56,6 +90,18 @@ impl Line {
     pub(crate) fn extend_from_slice(&mut self, s: &[u8]) {
         self.buf[self.len..self.len + s.len()].copy_from_slice(s);
         self.len += s.len();
+    }
+}
+
+impl Sink for Line {
+    #[inline]
+    fn push(&mut self, b: u8) {
+        Line::push(self, b)
+    }
+
+    #[inline]
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        Line::extend_from_slice(self, s)
     }
 
     #[inline]
@@ -84,7 +130,7 @@ impl Line {
 /// inlined, with its helpers: called half a dozen times a line, the calls cost a sixth
 /// of the formatting thread.
 #[inline(always)]
-pub(crate) fn push_u64(buf: &mut Line, v: u64) {
+pub(crate) fn push_u64<B: Sink>(buf: &mut B, v: u64) {
     if v < 100_000_000 {
         push_below_1e8(buf, v as u32);
     } else if v < 10_000_000_000_000_000 {
@@ -98,7 +144,7 @@ pub(crate) fn push_u64(buf: &mut Line, v: u64) {
 }
 
 #[inline(always)]
-fn push_below_1e8(buf: &mut Line, v: u32) {
+fn push_below_1e8<B: Sink>(buf: &mut B, v: u32) {
     if v < 10_000 {
         push_below_1e4(buf, v);
     } else {
@@ -108,7 +154,7 @@ fn push_below_1e8(buf: &mut Line, v: u32) {
 }
 
 #[inline(always)]
-fn push_below_1e4(buf: &mut Line, v: u32) {
+fn push_below_1e4<B: Sink>(buf: &mut B, v: u32) {
     if v < 10 {
         buf.push(b'0' + v as u8);
     } else if v < 100 {
@@ -119,7 +165,7 @@ fn push_below_1e4(buf: &mut Line, v: u32) {
 }
 
 #[inline]
-fn push_below_1e4_3plus(buf: &mut Line, v: u32) {
+fn push_below_1e4_3plus<B: Sink>(buf: &mut B, v: u32) {
     let (hi, lo) = (v / 100, v % 100);
     if hi < 10 {
         buf.push(b'0' + hi as u8);
@@ -131,14 +177,14 @@ fn push_below_1e4_3plus(buf: &mut Line, v: u32) {
 
 /// Appends exactly 4 digits (leading zeros included) of `v` < 10^4.
 #[inline]
-fn push_4_digits(buf: &mut Line, v: u32) {
+fn push_4_digits<B: Sink>(buf: &mut B, v: u32) {
     let (hi, lo) = (v as usize / 100 * 2, v as usize % 100 * 2);
     buf.extend_4([DIGITS2[hi], DIGITS2[hi + 1], DIGITS2[lo], DIGITS2[lo + 1]]);
 }
 
 /// Appends exactly 2 digits of `v` < 100.
 #[inline]
-fn push_pair(buf: &mut Line, v: u32) {
+fn push_pair<B: Sink>(buf: &mut B, v: u32) {
     let d = v as usize * 2;
     buf.extend_from_slice(&DIGITS2[d..d + 2]);
 }
@@ -147,7 +193,7 @@ fn push_pair(buf: &mut Line, v: u32) {
 /// digits are built left-aligned in a fixed array that is appended whole and then cut
 /// back: a fixed-size copy compiles to a few moves, where a variable-length one would
 /// cost a `memcpy` call per number.
-fn push_any(buf: &mut Line, mut v: u64) {
+fn push_any<B: Sink>(buf: &mut B, mut v: u64) {
     let n = digits(v);
     let mut tmp = [b'0'; 20];
     let mut i = n;
@@ -189,11 +235,20 @@ fn digits(v: u64) -> usize {
 }
 
 /// Appends the decimal form of `v`.
-pub(crate) fn push_i64(buf: &mut Line, v: i64) {
+pub(crate) fn push_i64<B: Sink>(buf: &mut B, v: i64) {
     if v < 0 {
         buf.push(b'-');
     }
     push_u64(buf, v.unsigned_abs());
+}
+
+/// Appends `ns` as microseconds with three decimals (`1234.567`): exact, no float.
+#[inline]
+pub(crate) fn push_us<B: Sink>(buf: &mut B, ns: u64) {
+    push_u64(buf, ns / 1000);
+    let r = (ns % 1000) as u32;
+    let d = r as usize % 100 * 2;
+    buf.extend_4([b'.', b'0' + (r / 100) as u8, DIGITS2[d], DIGITS2[d + 1]]);
 }
 
 /// `dd/mm/yyyy at HH:MM` (UTC) of a time in ns since the Unix epoch, as Extrae writes it.
@@ -239,6 +294,13 @@ mod tests {
             b.clear();
             push_u64(&mut b, v);
             assert_eq!(String::from_utf8_lossy(b.as_bytes()), v.to_string());
+        }
+        let mut v = Vec::new();
+        for ns in [0u64, 7, 1000, 1_234_567, 999_999, 5_000_000_000_001] {
+            v.clear();
+            push_us(&mut v, ns);
+            let want = format!("{}.{:03}", ns / 1000, ns % 1000);
+            assert_eq!(String::from_utf8_lossy(&v), want);
         }
         for v in [0i64, -1, i64::MIN, i64::MAX, -42] {
             b.clear();
