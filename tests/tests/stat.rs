@@ -198,6 +198,19 @@ fn sampling_records_one_call_in_n_in_full() {
     let c = trace_merge::chrome::check::check(&dir.path().join("s.json"))
         .unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert_eq!(c.slices["function"], f.entries);
+    // And into flame graph stacks, with the sampled calls' time under the handler.
+    tracer_ok(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "folded".as_ref(),
+        out.as_os_str(),
+    ]);
+    let text = std::fs::read_to_string(dir.path().join("s.folded")).unwrap();
+    let in_handler: u64 = (text.lines())
+        .filter(|l| l.contains(";handle_request;"))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert!(in_handler > 0, "{text}");
 }
 
 #[test]
