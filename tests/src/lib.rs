@@ -1050,6 +1050,7 @@ impl RunClock {
             stolen: steal_ns() - self.steal,
             threads: Vec::new(),
             waited: Vec::new(),
+            runs: Vec::new(),
         };
         for (tid, name, before) in self.start {
             let Some((_, _, after)) = end.iter().find(|t| t.0 == tid) else {
@@ -1059,6 +1060,9 @@ impl RunClock {
             times
                 .threads
                 .push((tid, name.clone(), after.run_ns - before.run_ns));
+            times
+                .runs
+                .push((tid, name.clone(), after.timeslices - before.timeslices));
             times.waited.push((tid, name, wait));
         }
         times
@@ -1088,6 +1092,8 @@ pub struct RunTimes {
     pub threads: Vec<(u32, String, u64)>,
     /// (tid, name, ns waited on a run queue) per thread.
     pub waited: Vec<(u32, String, u64)>,
+    /// (tid, name, times it was scheduled in) per thread.
+    pub runs: Vec<(u32, String, u64)>,
     pub stolen: u64,
 }
 
@@ -1103,6 +1109,29 @@ impl RunTimes {
     /// [`RunTimes::check`] for the time spent waiting for a CPU (schedstat's run delay).
     pub fn check_wait(&self, prefix: &str, tolerance: f64, traced: impl Fn(u32) -> u64) -> usize {
         self.check_times(&self.waited, prefix, tolerance, traced)
+    }
+
+    /// Checks a count of waits for a CPU per thread against schedstat's count of times it
+    /// was scheduled in (each begins with a wait, however short): within `tolerance` (a
+    /// fraction). Returns how many threads it checked.
+    pub fn check_runs(&self, prefix: &str, tolerance: f64, traced: impl Fn(u32) -> u64) -> usize {
+        let mut checked = 0;
+        for (tid, name, truth) in self.runs.iter().filter(|t| t.1.starts_with(prefix)) {
+            let (ours, truth) = (traced(*tid), *truth);
+            assert!(truth >= 100, "{name}: only {truth} runs to compare");
+            let off = (ours as f64 - truth as f64) / truth as f64;
+            eprintln!(
+                "{name} ({tid}): {ours} waits traced, scheduled in {truth} times ({:+.3}%)",
+                off * 100.0
+            );
+            assert!(
+                off.abs() <= tolerance,
+                "{name} ({tid}): {ours} waits traced, scheduled in {truth} times ({:+.2}%)",
+                off * 100.0
+            );
+            checked += 1;
+        }
+        checked
     }
 
     fn check_times(

@@ -121,6 +121,8 @@ fn more_busy_threads_than_cpus_wait_as_long_as_the_kernel_says() {
     let s = summarize(std::slice::from_ref(&trace)).unwrap();
     let ready = |tid| s.thread(tid).map_or(0, |t| t.ready_ns);
     assert_eq!(truth.check_wait("worker", 0.02, ready), 4);
+    let waits = |tid| s.thread(tid).and_then(|t| t.ready_waits).unwrap_or(0);
+    assert_eq!(truth.check_runs("worker", 0.01, waits), 4);
     let h = s.function("handle_request").unwrap();
     assert!(h.ready_ns > h.calls * 500_000, "{h:?}");
 }

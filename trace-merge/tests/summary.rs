@@ -524,6 +524,20 @@ fn windows_split_state_time_and_count_spans_where_they_end() {
         }
     }
     assert_eq!((run, blocked), (total.running_ns, total.blocked_ns));
+    // One wait for a CPU, 100 us after the wakeup: counted once, in the window it ends in.
+    assert_eq!(total.ready_waits, Some(1));
+    assert_eq!(total.ready_max_ns, Some(100 * US));
+    let waits: Vec<u64> = (s.windows.iter())
+        .map(|w| {
+            w.section
+                .threads
+                .iter()
+                .map(|t| t.ready_waits.unwrap_or(0))
+                .sum()
+        })
+        .collect();
+    assert_eq!(waits.iter().sum::<u64>(), 1);
+    assert_eq!(waits[11], 1);
     // handle_request ends at 11.6 ms: window 11.
     for (i, w) in s.windows.iter().enumerate() {
         let n = (w.section.functions.iter())
@@ -545,7 +559,7 @@ fn windows_split_state_time_and_count_spans_where_they_end() {
         .starts_with("window_start_ns,window_end_ns,thread,tid,"));
     assert_eq!(lines.count(), 12, "{csv}");
     assert!(
-        csv.contains("\n1000000,2000000,server,100,server,300000,0,700000,0,1,0,"),
+        csv.contains("\n1000000,2000000,server,100,server,300000,0,0,0,700000,0,1,0,"),
         "{csv}"
     );
 }

@@ -131,6 +131,8 @@ struct ThreadAcc {
     syscall_errors: u64,
     syscall_ns: u64,
     function_calls: u64,
+    /// Each wait for a CPU (ready interval), in the scope where it ended.
+    waits: Histogram,
 }
 
 #[derive(Clone, Default)]
@@ -481,6 +483,12 @@ impl Pass {
         ta.states[st] += d;
         ta.voluntary += vol;
         ta.involuntary += invol;
+        if s.state == ThreadState::Ready {
+            ta.waits.record(d);
+            if let Some(w) = self.window_of(s.end) {
+                at(&mut self.window(w).threads, r as u32).waits.record(d);
+            }
+        }
         if let Some(w) = self.window_ns {
             // State time is split exactly at window boundaries.
             let mut t = s.begin;
@@ -1028,6 +1036,9 @@ fn section(
             syscall_errors: a.syscall_errors,
             syscall_ns: a.syscall_ns,
             function_calls: a.function_calls,
+            ready_waits: Some(a.waits.count()),
+            ready_p99_ns: Some(a.waits.quantile(0.99)),
+            ready_max_ns: Some(a.waits.max()),
             flags: Vec::new(),
         });
     }

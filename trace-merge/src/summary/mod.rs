@@ -386,6 +386,11 @@ pub struct ThreadStats {
     pub syscall_ns: u64,
     /// Probed function calls made (every depth).
     pub function_calls: u64,
+    /// Waits for a CPU (runnable until it ran: scheduling delay, as `perf sched
+    /// latency` reports it); `None` for counting-mode files, which keep totals only.
+    pub ready_waits: Option<u64>,
+    pub ready_p99_ns: Option<u64>,
+    pub ready_max_ns: Option<u64>,
     pub flags: Vec<&'static str>,
 }
 

@@ -66,6 +66,7 @@ impl Keyed for ThreadStats {
         "running",
         "total",
         "ready",
+        "max_wait",
         "blocked",
         "io",
         "switches",
@@ -80,6 +81,7 @@ impl Keyed for ThreadStats {
     fn key(&self, k: &str) -> SortVal {
         match k {
             "ready" => n(self.ready_ns),
+            "max_wait" => n(self.ready_max_ns.unwrap_or(0)),
             "blocked" => n(self.blocked_ns),
             "io" => n(self.io_ns),
             "switches" => n(self.voluntary_switches + self.involuntary_switches),
@@ -452,6 +454,8 @@ fn write_section(s: &Section, by: By, out: &mut dyn Write) -> std::io::Result<()
 #[derive(Clone, Debug)]
 pub(super) enum Cell {
     Text(String),
+    /// Not known for this input (`-` on a terminal, empty in CSV).
+    Missing,
     Int(u64),
     /// Signed integer (differences).
     SInt(i64),
@@ -557,6 +561,7 @@ impl Table {
 
 fn csv_cell(c: &Cell) -> String {
     match c {
+        Cell::Missing => String::new(),
         Cell::Text(s) => {
             if s.contains([',', '"', '\n']) {
                 format!("\"{}\"", s.replace('"', "\"\""))
@@ -576,6 +581,7 @@ fn csv_cell(c: &Cell) -> String {
 fn human_cell(c: &Cell) -> (String, bool) {
     match c {
         Cell::Text(s) => (s.clone(), false),
+        Cell::Missing => ("-".into(), true),
         Cell::Int(v) => (v.to_string(), true),
         Cell::SInt(v) => (format!("{v:+}"), true),
         Cell::Ns(v) => (human_ns(*v), true),
@@ -712,6 +718,8 @@ fn thread_table(v: &[ThreadStats]) -> Table {
         ("process", "process"),
         ("running_ns", "running"),
         ("ready_ns", "ready"),
+        ("ready_p99_ns", "p99 wait"),
+        ("ready_max_ns", "max wait"),
         ("blocked_ns", "blocked"),
         ("io_ns", "io"),
         ("voluntary_switches", "vol cs"),
@@ -730,6 +738,8 @@ fn thread_table(v: &[ThreadStats]) -> Table {
             Cell::Text(th.process.clone()),
             Cell::Ns(th.running_ns),
             Cell::Ns(th.ready_ns),
+            th.ready_p99_ns.map_or(Cell::Missing, Cell::Ns),
+            th.ready_max_ns.map_or(Cell::Missing, Cell::Ns),
             Cell::Ns(th.blocked_ns),
             Cell::Ns(th.io_ns),
             Cell::Int(th.voluntary_switches),
