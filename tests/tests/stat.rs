@@ -116,6 +116,15 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
             .sum()
     });
     assert_eq!(checked, 3);
+    // Each run begins with a wait for a CPU: the kernel counts them as the scheduler does.
+    let checked = truth.check_runs("worker", 0.01, |tid| {
+        (f.windows.iter())
+            .flat_map(|w| &w.threads)
+            .filter(|t| t.tid == tid)
+            .map(|t| t.waits.unwrap_or(0))
+            .sum()
+    });
+    assert_eq!(checked, 3);
     // The acceptor read 300 requests' worth of syscalls: accept4 results are all there.
     let accepts: u64 = f
         .windows

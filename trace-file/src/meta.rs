@@ -143,6 +143,9 @@ pub struct ThreadWindow {
     pub wakeups_sent: u64,
     pub wakeups_received: u64,
     pub migrations: u64,
+    /// Waits for a CPU that ended in the window (absent in files of earlier versions).
+    #[serde(default)]
+    pub waits: Option<u64>,
     pub syscalls: u64,
     /// Time inside system calls (absent from files of tracers before it was counted).
     #[serde(default)]

@@ -310,6 +310,8 @@ pub struct ThreadStat {
     pub syscalls: u64,
     /// Time inside system calls.
     pub syscall_ns: u64,
+    /// Waits for a CPU that ended (each run begins with one).
+    pub waits: u64,
 }
 
 /// Thread states of counting mode.

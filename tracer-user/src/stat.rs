@@ -29,7 +29,7 @@ pub struct StatOptions {
 #[derive(Clone, Copy, Default)]
 struct ThreadTotals {
     state_ns: [u64; 4],
-    counts: [u64; 7],
+    counts: [u64; 8],
 }
 
 /// Turns the kernel's cumulative maps into windows.
@@ -189,6 +189,7 @@ impl Counting {
                     s.migrations,
                     s.syscalls,
                     s.syscall_ns,
+                    s.waits,
                 ],
             };
             if e.exited == 0 {
@@ -216,6 +217,7 @@ impl Counting {
                 migrations: c(4),
                 syscalls: c(5),
                 syscall_ns: c(6),
+                waits: Some(c(7)),
             });
         }
         // Exited threads were reported for the last time: free their entries so days of

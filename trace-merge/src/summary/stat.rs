@@ -196,6 +196,9 @@ impl Acc {
             s.wakeups_sent += t.wakeups_sent;
             s.wakeups_received += t.wakeups_received;
             s.migrations += t.migrations;
+            if let Some(w) = t.waits {
+                *s.ready_waits.get_or_insert(0) += w;
+            }
             s.syscalls += t.syscalls;
             s.syscall_ns += t.syscall_ns;
         }
