@@ -107,6 +107,9 @@ enum Mode {
     /// Empty programs on every attach point `tracer stat` uses: what the kernel charges
     /// for the probes alone, whatever the programs do.
     Floor,
+    /// Empty programs on the two handlers' uprobes and uretprobes only (bpftrace): the
+    /// part of that floor the function probes take.
+    UprobeFloor,
 }
 
 /// What `tracer stat` counts, written for bpftrace: calls and latency histograms of the
@@ -125,6 +128,17 @@ tracepoint:sched:sched_switch {{ if (pid == {pid}) {{ $t = @on[args->prev_pid]; 
 tracepoint:sched:sched_wakeup /pid == {pid}/ {{ @wakeups[args->pid] = count(); }}
 "#
     )
+}
+
+/// Empty programs on the uprobes and uretprobes of the two handlers.
+fn empty_uprobes_script(server: &Path) -> String {
+    let s = server.display();
+    ["uprobe", "uretprobe"]
+        .iter()
+        .flat_map(|kind| {
+            ["handle_request", "render_response"].map(|f| format!("{kind}:{s}:{f} {{ }}\n"))
+        })
+        .collect()
 }
 
 /// CPU time (user + system) of a whole process, in nanoseconds.
@@ -192,7 +206,7 @@ fn one_server_run(
     let out = dir.join(match mode {
         Mode::Tracer => "server.trace",
         Mode::Stat => "server.stat",
-        Mode::Bpftrace => "bpftrace.out",
+        Mode::Bpftrace | Mode::UprobeFloor => "bpftrace.out",
         Mode::Floor => "floor.trace",
         _ => "perf.data",
     });
@@ -221,11 +235,15 @@ fn one_server_run(
             wait_until(Duration::from_secs(20), || file_len(&out) > 200);
             Some(c)
         }
-        Mode::Bpftrace => {
+        Mode::Bpftrace | Mode::UprobeFloor => {
             let fixture = build_fixture("server");
+            let script = match mode {
+                Mode::Bpftrace => bpftrace_script(&fixture, pid),
+                _ => empty_uprobes_script(&fixture),
+            };
             let c = Command::new("bpftrace")
                 .arg("-e")
-                .arg(bpftrace_script(&fixture, pid))
+                .arg(script)
                 .stdout(std::fs::File::create(&out)?)
                 .stderr(Stdio::piped())
                 .spawn()?;
@@ -344,6 +362,7 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
             Mode::Stat,
             Mode::Bpftrace,
             Mode::Floor,
+            Mode::UprobeFloor,
         ] {
             runs.push((
                 mode,
@@ -368,6 +387,7 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
         ("tracer stat:", Mode::Stat),
         ("bpftrace count:", Mode::Bpftrace),
         ("empty programs:", Mode::Floor),
+        ("of which uprobes:", Mode::UprobeFloor),
     ] {
         let rate = mean(m, &|r| r.rate);
         let cpu = mean(m, &|r| r.cpu_per_req);
