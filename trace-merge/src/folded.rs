@@ -11,9 +11,11 @@
 //!
 //! Threads with the same name fold together (the workers of a pool become one tower).
 //!
-//! State intervals arrive when they end, while the stack changes at points inside them:
-//! each thread keeps the stack changes since its last interval ended, and an interval
-//! splits at them.
+//! State intervals arrive when they end, while the stack changes at points inside them.
+//! While a thread is known to run (since its `OnCpu`), each change is settled at once;
+//! otherwise the thread keeps the changes since its last interval ended (a few: it is not
+//! on a CPU), and the interval splits at them when it arrives. So memory does not grow
+//! with a thread that runs for long.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -143,6 +145,8 @@ struct ThreadStack {
     lead: [u64; 4],
     /// Stack changes since then: (time, node).
     changes: Vec<(u64, u32)>,
+    /// While it runs: the time up to which its running time has been given to `at`.
+    running_from: Option<u64>,
 }
 
 /// The tree of stacks and where each thread is in it.
@@ -185,20 +189,23 @@ impl Stacks {
                     let th = self.thread(s.thread);
                     let lead = std::mem::take(&mut th.lead);
                     th.at = Some(sys);
-                    th.changes.push((s.end, root));
                     add(&mut self.nodes[sys as usize].ns, &lead);
+                    self.moved(s.thread, s.end, root);
                 }
             }
+            Item::OnCpu { thread, time, .. } => self.thread(thread).running_from = Some(time),
             Item::State(s) => {
                 let leaf = state_leaf(s.state);
                 let th = self.thread(s.thread);
+                let running_from = th.running_from.take();
                 let Some(mut node) = th.at else {
                     if let Some(l) = leaf {
                         th.lead[l] += s.end - s.begin;
                     }
                     return;
                 };
-                let mut from = s.begin;
+                // What ran before the last settled change is already given.
+                let mut from = running_from.map_or(s.begin, |t| t.max(s.begin));
                 let changes = std::mem::take(&mut th.changes);
                 let mut kept = Vec::new();
                 for &(t, n) in &changes {
@@ -219,7 +226,7 @@ impl Stacks {
                 th.at = Some(node);
                 th.changes = kept;
             }
-            Item::Thread(_) | Item::OnCpu { .. } | Item::Link(_) => {}
+            Item::Thread(_) | Item::Link(_) => {}
         }
     }
 
@@ -310,6 +317,20 @@ impl Stacks {
             Some(nr) => self.node(Some(parent), Frame::Syscall(nr)),
             None => parent,
         };
-        self.thread(r).changes.push((t, node));
+        self.moved(r, t, node);
+    }
+
+    /// The thread (whose place is known) is at `node` from `t`: settled now if it runs,
+    /// else when its interval ends.
+    fn moved(&mut self, r: ThreadRef, t: u64, node: u32) {
+        let th = self.thread(r);
+        match (th.running_from, th.at) {
+            (Some(from), Some(at)) if th.changes.is_empty() => {
+                th.running_from = Some(t.max(from));
+                th.at = Some(node);
+                self.nodes[at as usize].ns[0] += t.saturating_sub(from);
+            }
+            _ => th.changes.push((t, node)),
+        }
     }
 }
