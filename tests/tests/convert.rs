@@ -119,7 +119,7 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
         let ns: u64 = ns.parse().unwrap();
         let frames: Vec<&str> = stack.split(';').collect();
         if frames.last() == Some(&"[running]") {
-            *by_name.entry(frames[0]).or_default() += ns;
+            *by_name.entry(frames[1]).or_default() += ns;
         }
         if frames.contains(&"handle_request") && frames.contains(&"clock_nanosleep") {
             asleep += ns;

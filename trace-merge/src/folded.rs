@@ -1,15 +1,16 @@
 //! Folded stacks, the input of flame graph tools (flamegraph.pl, inferno, speedscope):
 //! one line per distinct stack, `frame;frame;...;frame VALUE`.
 //!
-//! Here a stack is where a traced thread's wall time went, as the tracer sees it: the
-//! thread's name, the probed functions on its stack (outermost first), the system call
-//! it was in, and, as the leaf, the state it was in: `[running]`, `[ready]`,
+//! Here a stack is where a traced thread's wall time went, as the tracer sees it: its
+//! process's name and its own, the probed functions on its stack (outermost first), the
+//! system call it was in, and, as the leaf, the state it was in: `[running]`, `[ready]`,
 //! `[blocked]` or `[I/O]`. Values are nanoseconds. So the graph of a server shows, under
 //! each handler, how much of its time ran on a CPU, waited for one, or waited on
 //! something, and in which system call; a thread's time outside probed functions is the
 //! leaves right under its name.
 //!
-//! Threads with the same name fold together (the workers of a pool become one tower).
+//! Threads with the same name in processes of the same name fold together (the workers
+//! of a pool become one tower, and so do the servers of several hosts).
 //!
 //! State intervals arrive when they end, while the stack changes at points inside them.
 //! While a thread is known to run (since its `OnCpu`), each change is settled at once;
@@ -113,7 +114,8 @@ const LEAVES: [&str; 4] = ["[running]", "[ready]", "[blocked]", "[I/O]"];
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Frame {
-    /// A thread's root: its name, looked up at the end (a thread may be renamed).
+    /// A thread's root: its process's name and its own, looked up at the end (a thread
+    /// may be renamed).
     Thread(ThreadRef),
     /// Probe `id` of input file `source`.
     Func {
@@ -234,10 +236,17 @@ impl Stacks {
     pub fn lines(&self, tl: &Timeline) -> BTreeMap<String, u64> {
         let mut names: Vec<Option<String>> = vec![None; self.nodes.len()];
         let mut out = BTreeMap::new();
+        // `;` separates frames and a line ends with its value.
+        let clean = |s: &str| s.replace([';', '\n', '\r'], "_");
+        let root = |r: ThreadRef| {
+            let m = tl.thread(r);
+            let process = &tl.processes()[m.process as usize].name;
+            format!("{};{}", clean(process), clean(&m.name))
+        };
         // Parents come before children, so each name extends its parent's.
         for (i, n) in self.nodes.iter().enumerate() {
             let frame = match n.frame {
-                Frame::Thread(r) => tl.thread(r).name.clone(),
+                Frame::Thread(r) => root(r),
                 Frame::Func { source, id } => {
                     match tl.merger().sources()[source as usize].probe(id) {
                         Some(p) => p.name.clone(),
@@ -246,8 +255,10 @@ impl Stacks {
                 }
                 Frame::Syscall(nr) => sysclass::name(nr).into_owned(),
             };
-            // `;` separates frames and a line ends with its value.
-            let frame = frame.replace([';', '\n', '\r'], "_");
+            let frame = match n.frame {
+                Frame::Thread(_) => frame,
+                _ => clean(&frame),
+            };
             let name = match n.parent.and_then(|p| names[p as usize].as_deref()) {
                 Some(p) => format!("{p};{frame}"),
                 None => frame,
@@ -262,10 +273,7 @@ impl Stacks {
         // Threads that never changed their stack.
         for (r, th) in self.threads.iter().enumerate() {
             if th.at.is_none() {
-                let name = tl
-                    .thread(r as ThreadRef)
-                    .name
-                    .replace([';', '\n', '\r'], "_");
+                let name = root(r as ThreadRef);
                 for (l, &ns) in th.lead.iter().enumerate().filter(|(_, &ns)| ns > 0) {
                     *out.entry(format!("{name};{}", LEAVES[l])).or_insert(0) += ns;
                 }

@@ -62,16 +62,16 @@ fn a_sleeping_handler_splits_by_system_call_and_state() {
     let dir = tempfile::tempdir().unwrap();
     let lines = folded(&dir, &write(&dir, &b));
     let get = |k: &str| lines.get(k).copied().unwrap_or(0);
-    let h = "server;handle_request";
+    let h = "server;server;handle_request";
     assert_eq!(get(&format!("{h};nanosleep;[blocked]")), s * US);
     assert_eq!(get(&format!("{h};nanosleep;[ready]")), 100 * US);
     assert_eq!(get(&format!("{h};nanosleep;[running]")), 200 * US);
     assert_eq!(get(&format!("{h};[running]")), 200 * US);
-    assert_eq!(get("server;other;[running]"), 100 * US);
+    assert_eq!(get("server;server;other;[running]"), 100 * US);
     // Outside the functions: running between them and after, blocked before the switch.
-    assert_eq!(get("server;[running]"), (100 + 100 + 200) * US);
-    assert!(get("server;[blocked]") > 0);
-    assert!(lines.keys().all(|k| k.starts_with("server;")));
+    assert_eq!(get("server;server;[running]"), (100 + 100 + 200) * US);
+    assert!(get("server;server;[blocked]") > 0);
+    assert!(lines.keys().all(|k| k.starts_with("server;server;")));
 }
 
 /// A system call under way when the recording started shows under its name.
@@ -88,14 +88,13 @@ fn a_call_under_way_at_the_start_takes_the_time_before_its_exit() {
     b.stop(1500);
     let dir = tempfile::tempdir().unwrap();
     let lines = folded(&dir, &write(&dir, &b));
-    assert_eq!(lines.get("server;epoll_wait;[ready]"), Some(&(100 * US)));
-    assert_eq!(lines.get("server;epoll_wait;[running]"), Some(&(100 * US)));
-    assert_eq!(lines.get("server;read;[running]"), Some(&(100 * US)));
-    assert_eq!(lines.get("server;[running]"), Some(&(200 * US)));
-    assert!(lines
-        .get("server;epoll_wait;[blocked]")
-        .is_some_and(|&ns| ns > 0));
-    assert!(!lines.contains_key("server;[blocked]"));
+    let get = |k: &str| lines.get(&format!("server;server;{k}")).copied();
+    assert_eq!(get("epoll_wait;[ready]"), Some(100 * US));
+    assert_eq!(get("epoll_wait;[running]"), Some(100 * US));
+    assert_eq!(get("read;[running]"), Some(100 * US));
+    assert_eq!(get("[running]"), Some(200 * US));
+    assert!(get("epoll_wait;[blocked]").is_some_and(|ns| ns > 0));
+    assert!(get("[blocked]").is_none());
 }
 
 #[test]
@@ -127,7 +126,7 @@ fn random_traces_agree_with_states_and_the_summary() {
         assert!(by_name.len() >= 3, "seed {seed}");
         for (name, ns) in by_name {
             let folded: u64 = (lines.iter())
-                .filter(|(k, _)| k.split(';').next() == Some(name.as_str()))
+                .filter(|(k, _)| k.split(';').nth(1) == Some(name.as_str()))
                 .map(|(_, v)| v)
                 .sum();
             assert_eq!(folded, ns, "seed {seed}: thread {name}");
@@ -143,7 +142,7 @@ fn random_traces_agree_with_states_and_the_summary() {
             let mut split = [0u64; 4];
             for (k, v) in &lines {
                 let frames: Vec<&str> = k.split(';').collect();
-                if !frames[1..frames.len() - 1].contains(&f.name.as_str()) {
+                if !frames[2..frames.len() - 1].contains(&f.name.as_str()) {
                     continue;
                 }
                 let leaf = ["[running]", "[ready]", "[blocked]", "[I/O]"];
