@@ -9,7 +9,7 @@
 //! thread asleep for minutes does not hold everything back; links pending for longer than
 //! a horizon stop holding the watermark and, when they resolve, join the few other
 //! records that come too late for the body (the states before a thread's first
-//! appearance), which are merged in at the end, with the header (see `HEADER_ROOM`).
+//! appearance), which are merged in at the end, with the header (see `MIN_ROOM`).
 //!
 //! Numbering (see `docs/paraver.md`): one node per host, one application per process
 //! (task 1), one thread per kernel thread in order of appearance; CPUs are numbered
@@ -193,7 +193,11 @@ fn convert_inner(
     let merger = Merger::open(inputs, opts.merge.clone())?;
     let mut tl = Timeline::new(merger);
     let body = File::create(body_path).map_err(|e| Error::io(body_path, e))?;
-    let mut w = BodyWriter::new(body, &tl, opts);
+    let input_bytes = (inputs.iter())
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    let room = room_for(input_bytes);
+    let mut w = BodyWriter::new(body, &tl, opts, room);
     let io_err = |e| Error::io(body_path, e);
     while let Some(item) = tl.next_item()? {
         w.item(&tl, item)?;
@@ -236,7 +240,7 @@ fn convert_inner(
     let late_records = late.len() as u64;
     late.sort_by_key(Out::key);
     let header = layout.header(&tl, end);
-    let late_counts = assemble_prv(&header, body_path, &late, &w.slots, &temps[0])?;
+    let late_counts = assemble_prv(&header, room, body_path, &late, &w.slots, &temps[0])?;
     for (c, l) in counts.iter_mut().zip(late_counts) {
         *c += l;
     }
@@ -350,13 +354,13 @@ struct Batch {
 }
 
 impl BodyWriter {
-    fn new(out: File, tl: &Timeline, opts: &ConvertOptions) -> Self {
+    fn new(out: File, tl: &Timeline, opts: &ConvertOptions, room: usize) -> Self {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
         let (back_tx, back_rx) = std::sync::mpsc::channel::<Batch>();
         let formatter = std::thread::spawn(move || {
             let mut f = Formatter {
                 out,
-                buf: header_room(&[], HEADER_ROOM),
+                buf: header_room(&[], room),
                 line: Box::new(Line::new()),
                 slots: Vec::new(),
                 counts: [0; 3],
@@ -674,22 +678,42 @@ fn push_type(line: &mut Line, ty: u32) {
 /// Bytes of formatted lines gathered before one write.
 const OUT_BUF: usize = 1 << 20;
 
-/// Bytes at the start of the body file kept for the header and the few records that come
-/// too late for the body, both known only at the end: when they fit, they are written
-/// there and the body file becomes the .prv, instead of copying the body behind them
-/// (15% of a conversion's CPU for a 1 GB body). Room for a header of several dozen
-/// processes and a dozen late records; more take the copying path.
-const HEADER_ROOM: usize = 1024;
+/// Bytes at the start of the body file kept for the header and the records that come too
+/// late for the body, both known only at the end: when they fit, they are written there
+/// and the body file becomes the .prv, instead of copying the body behind them (15% of a
+/// conversion's CPU for a 1 GB body). Late records come with the trace's length (links
+/// pending past the horizon), so the room is a thousandth of the inputs' size, between
+/// this and 1 MiB: 1 KiB holds a header of several dozen processes and a dozen late
+/// records; a 150 MB trace of 20 M records gets 150 KB, for its 701 (38 KB).
+const MIN_ROOM: usize = 1024;
 
-/// `header` followed by a comment line that pads it to `len` bytes (at least
+/// The room kept for inputs of `bytes` bytes.
+fn room_for(bytes: u64) -> usize {
+    (bytes / 1000).clamp(MIN_ROOM as u64, 1 << 20) as usize
+}
+
+/// Longest padding line: readers with line buffers of a few KiB keep working.
+const PAD_LINE: usize = 1024;
+
+/// `header` followed by comment lines that pad it to `len` bytes (at least
 /// `header.len() + 2`), in a buffer of the formatter's capacity. With an empty header:
 /// the placeholder the body starts with.
 fn header_room(header: &[u8], len: usize) -> Vec<u8> {
-    let mut room = Vec::with_capacity(OUT_BUF + 4096);
+    let mut room = Vec::with_capacity(OUT_BUF + len);
     room.extend_from_slice(header);
-    room.push(b'#');
-    room.resize(len - 1, b' ');
-    room.push(b'\n');
+    let mut left = len - header.len();
+    while left > 0 {
+        // A line is `#`, spaces, newline: never leave a single byte for the last one.
+        let n = match left {
+            l if l <= PAD_LINE => l,
+            l if l - PAD_LINE >= 2 => PAD_LINE,
+            _ => PAD_LINE - 2,
+        };
+        room.push(b'#');
+        room.resize(room.len() + n - 2, b' ');
+        room.push(b'\n');
+        left -= n;
+    }
     room
 }
 
@@ -876,6 +900,7 @@ fn clean(s: &str) -> String {
 
 fn assemble_prv(
     header: &str,
+    room: usize,
     body_path: &Path,
     late: &[Out],
     slots: &[(u32, u32)],
@@ -892,7 +917,7 @@ fn assemble_prv(
     let mut counts = [0u64; 3];
     let mut scratch = Line::new();
     let mut places = Vec::with_capacity(late.len());
-    let mut pos = HEADER_ROOM as u64;
+    let mut pos = room as u64;
     for rec in late {
         let at = insertion_point(&body, pos, len, (rec.time, rec.rank)).map_err(io_body)?;
         let mut line = Vec::new();
@@ -902,22 +927,22 @@ fn assemble_prv(
         pos = at;
     }
     let late_bytes: usize = places.iter().map(|p| p.1.len()).sum();
-    let prefix_end = places.last().map_or(HEADER_ROOM as u64, |p| p.0);
+    let prefix_end = places.last().map_or(room as u64, |p| p.0);
 
     // When the header and the late lines fit in the room kept for them, only the body up
     // to the last late line is rewritten, in place: each stretch moves towards the start
     // by the late lines still to come, and since it is read before it is written and
     // every write lands at or before what is still unread, a stretch at a time in a
     // fixed buffer is enough whatever the trace's size. The body file becomes the .prv.
-    if header.len() + late_bytes + 2 <= HEADER_ROOM {
+    if header.len() + late_bytes + 2 <= room {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(body_path)
             .map_err(io_body)?;
-        let head = header_room(header.as_bytes(), HEADER_ROOM - late_bytes);
+        let head = header_room(header.as_bytes(), room - late_bytes);
         file.write_all_at(&head, 0).map_err(io_body)?;
-        let (mut pos, mut to) = (HEADER_ROOM as u64, head.len() as u64);
+        let (mut pos, mut to) = (room as u64, head.len() as u64);
         let mut buf = vec![0u8; 1 << 20];
         for (at, line) in &places {
             while pos < *at {
@@ -940,7 +965,7 @@ fn assemble_prv(
     let out = File::create(out_path).map_err(io_out)?;
     let mut out = BufWriter::with_capacity(1 << 20, out);
     out.write_all(header.as_bytes()).map_err(io_out)?;
-    let mut pos = HEADER_ROOM as u64;
+    let mut pos = room as u64;
     for (at, line) in &places {
         body.seek(SeekFrom::Start(pos)).map_err(io_body)?;
         std::io::copy(&mut (&mut body).take(at - pos), &mut out).map_err(io_out)?;
@@ -1125,6 +1150,25 @@ mod tests {
         assert_eq!(counts, [0, 1, 0]);
     }
 
+    /// The room is exactly as long as asked, in comment lines no longer than PAD_LINE.
+    #[test]
+    fn room_is_padded_exactly_in_short_comment_lines() {
+        for header in ["", "#Paraver (x):1:1(1):1:1(1:1)\n"] {
+            for len in (header.len() + 2..3 * PAD_LINE + 5).chain([MIN_ROOM, 1 << 20]) {
+                let room = header_room(header.as_bytes(), len);
+                assert_eq!(room.len(), len);
+                let pad = std::str::from_utf8(&room[header.len()..]).unwrap();
+                assert!(pad.ends_with('\n'));
+                for line in pad.split_inclusive('\n') {
+                    assert!(line.starts_with('#') && line.len() <= PAD_LINE, "{len}");
+                }
+            }
+        }
+        assert_eq!(room_for(0), MIN_ROOM);
+        assert_eq!(room_for(152_299_278), 152_299);
+        assert_eq!(room_for(u64::MAX), 1 << 20);
+    }
+
     fn late_state(time: u64, end: u64) -> Out {
         Out {
             time,
@@ -1146,10 +1190,10 @@ mod tests {
             .collect();
         let dir = tempfile::tempdir().unwrap();
         let (b, out) = (dir.path().join("body"), dir.path().join("out"));
-        let mut content = header_room(&[], HEADER_ROOM);
+        let mut content = header_room(&[], MIN_ROOM);
         content.extend_from_slice(body.as_bytes());
         std::fs::write(&b, content).unwrap();
-        let counts = assemble_prv(header, &b, late, &[(1, 1)], &out).unwrap();
+        let counts = assemble_prv(header, MIN_ROOM, &b, late, &[(1, 1)], &out).unwrap();
         assert_eq!(counts, [0, 0, late.len() as u64]);
         let text = std::fs::read_to_string(&out).unwrap();
         let lines: Vec<String> = text
@@ -1165,10 +1209,7 @@ mod tests {
 
     /// A header too long for the room: the late records are merged by copying.
     fn long_header() -> String {
-        format!(
-            "#Paraver ({}):600_ns:1(1):1:1(1:1)\n",
-            "x".repeat(HEADER_ROOM)
-        )
+        format!("#Paraver ({}):600_ns:1(1):1:1(1:1)\n", "x".repeat(MIN_ROOM))
     }
 
     /// Late records merged in place (header and late lines fit the room) and by copying
