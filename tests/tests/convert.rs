@@ -154,7 +154,7 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     }
     // Windows are for this format only, and must not be empty.
     for (args, what) in [
-        (&["--start", "1s"][..], "--to chrome only"),
+        (&["--start", "1s"][..], "--to chrome and --to folded only"),
         (
             &["--to", "chrome", "--start", "2s", "--end", "1s"][..],
             "after --start",

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::merge::{MergeOptions, Merger};
 use crate::output::write_atomically;
-use crate::report::{require_events, InputReport};
+use crate::report::{require_events, InputReport, Window};
 use crate::sysclass;
 use crate::timeline::{Item, ThreadRef, ThreadState, Timeline};
 
@@ -59,18 +59,50 @@ impl std::fmt::Display for FoldedReport {
 /// Converts trace files into folded stacks at `output`, written to a temporary file next
 /// to it and renamed at the end. An existing output is an error unless `force`.
 pub fn convert_folded(inputs: &[PathBuf], output: &Path, force: bool) -> Result<FoldedReport> {
+    convert_folded_with(inputs, output, force, &Window::default())
+}
+
+/// [`convert_folded`] of the time inside `window` only.
+pub fn convert_folded_with(
+    inputs: &[PathBuf],
+    output: &Path,
+    force: bool,
+    window: &Window,
+) -> Result<FoldedReport> {
     write_atomically(output, force, |tmp| {
         let merger = Merger::open(inputs, MergeOptions::default())?;
         let mut tl = Timeline::new(merger);
-        let mut stacks = Stacks::default();
+        let window = (window.from_ns, window.until_ns.max(window.from_ns));
+        let mut stacks = Stacks {
+            window,
+            ..Stacks::default()
+        };
         while let Some(item) = tl.next_item()? {
             stacks.item(&tl, item);
+            // Past the window: the states under way end at its end, the rest is not read.
+            if tl.now() >= window.1 && !tl.has_queued() {
+                for piece in tl.cut(tl.now(), u64::MAX) {
+                    stacks.item(&tl, Item::State(piece));
+                }
+                break;
+            }
         }
         require_events(&tl)?;
         if tl.threads().is_empty() {
             return Err(Error::Invalid {
                 path: inputs[0].clone(),
                 what: "no traced thread: nothing to convert".into(),
+            });
+        }
+        let end = tl.end().unwrap_or(tl.now());
+        if end <= window.0 {
+            return Err(Error::Invalid {
+                path: inputs[0].clone(),
+                what: format!(
+                    "the window starts at {:.3} s, after the trace's end ({:.3} s)",
+                    window.0 as f64 / 1e9,
+                    end as f64 / 1e9
+                ),
             });
         }
         let lines = stacks.lines(&tl);
@@ -104,6 +136,11 @@ fn state_leaf(s: ThreadState) -> Option<usize> {
         ThreadState::Io => Some(3),
         ThreadState::Unknown | ThreadState::NotCreated | ThreadState::Exited => None,
     }
+}
+
+/// The part of `[a, b)` inside `window`.
+fn inside(window: (u64, u64), a: u64, b: u64) -> u64 {
+    b.min(window.1).saturating_sub(a.max(window.0))
 }
 
 fn add(to: &mut [u64; 4], v: &[u64; 4]) {
@@ -152,16 +189,29 @@ struct ThreadStack {
 }
 
 /// The tree of stacks and where each thread is in it.
-#[derive(Default)]
 pub struct Stacks {
+    /// [from, until) in ns: the time that counts.
+    window: (u64, u64),
     nodes: Vec<Node>,
     children: HashMap<(Option<u32>, Frame), u32>,
     threads: Vec<ThreadStack>,
 }
 
+impl Default for Stacks {
+    fn default() -> Self {
+        Stacks {
+            window: (0, u64::MAX),
+            nodes: Vec::new(),
+            children: HashMap::new(),
+            threads: Vec::new(),
+        }
+    }
+}
+
 impl Stacks {
     /// Takes in one timeline item.
     pub fn item(&mut self, tl: &Timeline, item: Item) {
+        let window = self.window;
         match item {
             Item::FuncEntry {
                 thread, time, func, ..
@@ -202,7 +252,7 @@ impl Stacks {
                 let running_from = th.running_from.take();
                 let Some(mut node) = th.at else {
                     if let Some(l) = leaf {
-                        th.lead[l] += s.end - s.begin;
+                        th.lead[l] += inside(window, s.begin, s.end);
                     }
                     return;
                 };
@@ -216,13 +266,13 @@ impl Stacks {
                         continue;
                     }
                     if let (Some(l), true) = (leaf, t > from) {
-                        self.nodes[node as usize].ns[l] += t - from;
+                        self.nodes[node as usize].ns[l] += inside(window, from, t);
                         from = t;
                     }
                     node = n;
                 }
                 if let (Some(l), true) = (leaf, s.end > from) {
-                    self.nodes[node as usize].ns[l] += s.end - from;
+                    self.nodes[node as usize].ns[l] += inside(window, from, s.end);
                 }
                 let th = self.thread(s.thread);
                 th.at = Some(node);
@@ -331,12 +381,13 @@ impl Stacks {
     /// The thread (whose place is known) is at `node` from `t`: settled now if it runs,
     /// else when its interval ends.
     fn moved(&mut self, r: ThreadRef, t: u64, node: u32) {
+        let window = self.window;
         let th = self.thread(r);
         match (th.running_from, th.at) {
             (Some(from), Some(at)) if th.changes.is_empty() => {
                 th.running_from = Some(t.max(from));
                 th.at = Some(node);
-                self.nodes[at as usize].ns[0] += t.saturating_sub(from);
+                self.nodes[at as usize].ns[0] += inside(window, from, t);
             }
             _ => th.changes.push((t, node)),
         }

@@ -5,6 +5,24 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::timeline::Timeline;
 
+/// What part of the trace a converter writes.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    /// Start, ns since the start of the earliest input.
+    pub from_ns: u64,
+    /// End (exclusive); reading stops there.
+    pub until_ns: u64,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            from_ns: 0,
+            until_ns: u64::MAX,
+        }
+    }
+}
+
 /// A counting-mode file (`tracer stat`) holds windows of counts, and events only for the
 /// calls it sampled: without those there is nothing to draw, which is said rather than
 /// written as an empty trace.

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use serde_json::Value;
-use trace_merge::chrome::{self, check::check, convert_chrome_with, state_tid, ChromeOptions};
+use trace_merge::chrome::{self, check::check, convert_chrome_with, state_tid};
 use trace_merge::invariants::check_timeline;
 use trace_merge::merge::{MergeOptions, Merger};
+use trace_merge::report::Window;
 use trace_merge::timeline::{Item, Timeline};
 use trace_merge::{convert_chrome, ChromeReport, Error};
 
@@ -275,7 +276,7 @@ fn convert_window(dir: &Path, b: &TraceBuilder, from_us: u64, until_us: u64) -> 
     let input = dir.join("w.trace");
     b.write(&input);
     let out = dir.join("w.json");
-    let opts = ChromeOptions {
+    let opts = Window {
         from_ns: from_us * 1000,
         until_ns: until_us * 1000,
     };

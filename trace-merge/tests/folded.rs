@@ -9,8 +9,9 @@ use std::path::PathBuf;
 
 use common::*;
 use trace_file::Event;
-use trace_merge::convert_folded;
+use trace_merge::folded::{convert_folded, convert_folded_with};
 use trace_merge::merge::{MergeOptions, Merger};
+use trace_merge::report::Window;
 use trace_merge::summary::summarize;
 use trace_merge::timeline::{Item, Timeline};
 
@@ -155,6 +156,55 @@ fn random_traces_agree_with_states_and_the_summary() {
             let want = [f.running_ns, f.ready_ns, f.blocked_ns, f.io_ns];
             assert_eq!(split, want, "seed {seed}: function {}", f.name);
         }
+    }
+}
+
+/// A window holds each thread's time inside it, and nothing else.
+#[test]
+fn random_windows_hold_each_threads_time_inside_them() {
+    for seed in 1..=12u64 {
+        let b = random_scenario(
+            seed * 13,
+            1 + (seed % 3) as u32,
+            3 + (seed % 4) as u32,
+            1500,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(&dir, &b);
+        let merger = Merger::open(std::slice::from_ref(&input), MergeOptions::default()).unwrap();
+        let mut tl = Timeline::new(merger);
+        let mut intervals = Vec::new();
+        while let Some(item) = tl.next_item().unwrap() {
+            if let Item::State(s) = item {
+                if trace_merge::chrome::state_name(s.state).is_some() {
+                    intervals.push((tl.thread(s.thread).name.clone(), s.begin, s.end));
+                }
+            }
+        }
+        let end = tl.end().unwrap();
+        let mut rng = Rng(seed);
+        let from = rng.below(end / 2);
+        let until = from + 1 + rng.below(end / 2);
+        let out = dir.path().join("w.folded");
+        let window = Window {
+            from_ns: from,
+            until_ns: until,
+        };
+        convert_folded_with(std::slice::from_ref(&input), &out, false, &window).unwrap();
+        let mut folded: HashMap<String, u64> = HashMap::new();
+        for l in std::fs::read_to_string(&out).unwrap().lines() {
+            let (stack, ns) = l.rsplit_once(' ').unwrap();
+            let thread = stack.split(';').nth(1).unwrap().to_owned();
+            *folded.entry(thread).or_default() += ns.parse::<u64>().unwrap();
+        }
+        let mut want: HashMap<String, u64> = HashMap::new();
+        for (name, b, e) in intervals {
+            let inside = e.min(until).saturating_sub(b.max(from));
+            if inside > 0 {
+                *want.entry(name).or_default() += inside;
+            }
+        }
+        assert_eq!(folded, want, "seed {seed}: window {from}..{until}");
     }
 }
 

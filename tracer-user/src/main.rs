@@ -100,11 +100,12 @@ enum Command {
         /// Overwrite existing outputs.
         #[arg(short, long)]
         force: bool,
-        /// Only from this time since the trace's start (e.g. 1.5s); `--to chrome` only.
+        /// Only from this time since the trace's start (e.g. 1.5s); `--to chrome` and
+        /// `--to folded`.
         #[arg(long, value_parser = parse_offset)]
         start: Option<Duration>,
         /// Only until this time since the trace's start, and stop reading there; `--to
-        /// chrome` only.
+        /// chrome` and `--to folded`.
         #[arg(long, value_parser = parse_duration)]
         end: Option<Duration>,
     },
@@ -369,8 +370,16 @@ fn run(cli: Cli) -> Result<()> {
                 out.push(ext);
                 PathBuf::from(out)
             };
-            if !matches!(to, Format::Chrome) && (start.is_some() || end.is_some()) {
-                bail!("--start and --end apply to --to chrome only");
+            if matches!(to, Format::Paraver) && (start.is_some() || end.is_some()) {
+                bail!("--start and --end apply to --to chrome and --to folded only");
+            }
+            let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+            let window = trace_merge::report::Window {
+                from_ns: start.map_or(0, ns),
+                until_ns: end.map_or(u64::MAX, ns),
+            };
+            if window.until_ns <= window.from_ns {
+                bail!("--end must be after --start");
             }
             match to {
                 Format::Paraver => {
@@ -378,20 +387,14 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 Format::Folded => {
                     let out = with_ext(".folded");
-                    eprintln!("{}", trace_merge::convert_folded(&files, &out, force)?)
+                    let report =
+                        trace_merge::folded::convert_folded_with(&files, &out, force, &window)?;
+                    eprintln!("{report}");
                 }
                 Format::Chrome => {
                     let out = with_ext(".json");
-                    let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
-                    let opts = trace_merge::chrome::ChromeOptions {
-                        from_ns: start.map_or(0, ns),
-                        until_ns: end.map_or(u64::MAX, ns),
-                    };
-                    if opts.until_ns <= opts.from_ns {
-                        bail!("--end must be after --start");
-                    }
                     let report =
-                        trace_merge::chrome::convert_chrome_with(&files, &out, force, &opts)?;
+                        trace_merge::chrome::convert_chrome_with(&files, &out, force, &window)?;
                     eprintln!("{report}");
                 }
             }

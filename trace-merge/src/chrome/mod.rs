@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::fmt::{push_i64, push_u64, push_us};
 use crate::merge::{MergeOptions, Merger};
 use crate::output::write_atomically;
-use crate::report::{require_events, InputReport};
+use crate::report::{require_events, InputReport, Window};
 use crate::sysclass;
 use crate::timeline::{
     Item, LinkKind, SpanEnd, StateInterval, SyscallSpan, ThreadRef, ThreadState, Timeline,
@@ -70,28 +70,10 @@ impl std::fmt::Display for ChromeReport {
     }
 }
 
-/// What part of the trace to write.
-#[derive(Clone, Copy, Debug)]
-pub struct ChromeOptions {
-    /// Start of the window, ns since the start of the earliest input.
-    pub from_ns: u64,
-    /// End of the window (exclusive); reading stops there.
-    pub until_ns: u64,
-}
-
-impl Default for ChromeOptions {
-    fn default() -> Self {
-        ChromeOptions {
-            from_ns: 0,
-            until_ns: u64::MAX,
-        }
-    }
-}
-
 /// Converts trace files into one JSON trace at `output`, written to a temporary file
 /// next to it and renamed at the end. An existing output is an error unless `force`.
 pub fn convert_chrome(inputs: &[PathBuf], output: &Path, force: bool) -> Result<ChromeReport> {
-    convert_chrome_with(inputs, output, force, &ChromeOptions::default())
+    convert_chrome_with(inputs, output, force, &Window::default())
 }
 
 /// [`convert_chrome`] of a window of the trace: what was under way at its start (calls,
@@ -100,7 +82,7 @@ pub fn convert_chrome_with(
     inputs: &[PathBuf],
     output: &Path,
     force: bool,
-    opts: &ChromeOptions,
+    opts: &Window,
 ) -> Result<ChromeReport> {
     write_atomically(output, force, |tmp| {
         convert_inner(inputs, output, tmp, opts)
@@ -111,7 +93,7 @@ fn convert_inner(
     inputs: &[PathBuf],
     output: &Path,
     tmp: &Path,
-    opts: &ChromeOptions,
+    opts: &Window,
 ) -> Result<ChromeReport> {
     let merger = Merger::open(inputs, MergeOptions::default())?;
     let mut tl = Timeline::new(merger);
