@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::merge::{MergeOptions, Merger};
 use crate::output::write_atomically;
-use crate::report::{require_events, InputReport, Window};
+use crate::report::{feed_until, require_content, InputReport, Window};
 use crate::sysclass;
 use crate::timeline::{Item, ThreadRef, ThreadState, Timeline};
 
@@ -77,34 +77,13 @@ pub fn convert_folded_with(
             window,
             ..Stacks::default()
         };
-        while let Some(item) = tl.next_item()? {
-            stacks.item(&tl, item);
-            // Past the window: the states under way end at its end, the rest is not read.
-            if tl.now() >= window.1 && !tl.has_queued() {
-                for piece in tl.cut(tl.now(), u64::MAX) {
-                    stacks.item(&tl, Item::State(piece));
-                }
-                break;
-            }
-        }
-        require_events(&tl)?;
-        if tl.threads().is_empty() {
-            return Err(Error::Invalid {
-                path: inputs[0].clone(),
-                what: "no traced thread: nothing to convert".into(),
-            });
-        }
+        // Past the window: the states under way end at its end, the rest is not read.
+        feed_until(&mut tl, window.1, |tl, item| {
+            stacks.item(tl, item);
+            Ok(())
+        })?;
         let end = tl.end().unwrap_or(tl.now());
-        if end <= window.0 {
-            return Err(Error::Invalid {
-                path: inputs[0].clone(),
-                what: format!(
-                    "the window starts at {:.3} s, after the trace's end ({:.3} s)",
-                    window.0 as f64 / 1e9,
-                    end as f64 / 1e9
-                ),
-            });
-        }
+        require_content(&tl, &inputs[0], window.0, end)?;
         let lines = stacks.lines(&tl);
         let io_err = |e| Error::io(tmp, e);
         let file = File::create(tmp).map_err(io_err)?;

@@ -1,9 +1,9 @@
 //! What a conversion found in its inputs, whatever the output format.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::timeline::Timeline;
+use crate::timeline::{Item, Timeline};
 
 /// What part of the trace a converter writes.
 #[derive(Clone, Copy, Debug)]
@@ -21,6 +21,48 @@ impl Default for Window {
             until_ns: u64::MAX,
         }
     }
+}
+
+/// Feeds `f` the items of `tl` until the stream reaches `until`: there the states under
+/// way end (cut at the current time, and fed too) and reading stops. Returns whether it
+/// stopped there (`false`: the stream ended first).
+pub(crate) fn feed_until(
+    tl: &mut Timeline,
+    until: u64,
+    mut f: impl FnMut(&Timeline, Item) -> Result<()>,
+) -> Result<bool> {
+    while let Some(item) = tl.next_item()? {
+        f(tl, item)?;
+        if tl.now() >= until && !tl.has_queued() {
+            for piece in tl.cut(tl.now(), u64::MAX) {
+                f(tl, Item::State(piece))?;
+            }
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// What a converter must have read to write anything: events (see [`require_events`]),
+/// a traced thread, and, for a window from `from_ns`, some of the trace (which ends at
+/// `end`) after it.
+pub(crate) fn require_content(tl: &Timeline, path: &Path, from_ns: u64, end: u64) -> Result<()> {
+    require_events(tl)?;
+    let what = if tl.threads().is_empty() {
+        "no traced thread: nothing to convert".to_string()
+    } else if end <= from_ns {
+        format!(
+            "the window starts at {:.3} s, after the trace's end ({:.3} s)",
+            from_ns as f64 / 1e9,
+            end as f64 / 1e9
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::Invalid {
+        path: path.to_owned(),
+        what,
+    })
 }
 
 /// A counting-mode file (`tracer stat`) holds windows of counts, and events only for the

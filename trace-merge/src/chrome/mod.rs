@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::fmt::{push_i64, push_u64, push_us};
 use crate::merge::{MergeOptions, Merger};
 use crate::output::write_atomically;
-use crate::report::{require_events, InputReport, Window};
+use crate::report::{feed_until, require_content, InputReport, Window};
 use crate::sysclass;
 use crate::timeline::{
     Item, LinkKind, SpanEnd, StateInterval, SyscallSpan, ThreadRef, ThreadState, Timeline,
@@ -102,35 +102,14 @@ fn convert_inner(
     let mut w = Writer::new(file, window);
     let io_err = |e| Error::io(tmp, e);
     w.open().map_err(io_err)?;
-    while let Some(item) = tl.next_item()? {
-        w.item(&tl, item).map_err(io_err)?;
-        // Past the window: what is still open ends at its end, the rest is not read.
-        if tl.now() >= window.1 && !tl.has_queued() {
-            for piece in tl.cut(tl.now(), u64::MAX) {
-                w.item(&tl, Item::State(piece)).map_err(io_err)?;
-            }
-            w.end_window(&tl).map_err(io_err)?;
-            break;
-        }
+    // Past the window: what is still open ends at its end, the rest is not read.
+    if feed_until(&mut tl, window.1, |tl, item| {
+        w.item(tl, item).map_err(io_err)
+    })? {
+        w.end_window(&tl).map_err(io_err)?;
     }
     let end = tl.end().unwrap_or(window.1).min(window.1);
-    require_events(&tl)?;
-    if tl.threads().is_empty() {
-        return Err(Error::Invalid {
-            path: inputs[0].clone(),
-            what: "no traced thread: nothing to convert".into(),
-        });
-    }
-    if end <= window.0 {
-        return Err(Error::Invalid {
-            path: inputs[0].clone(),
-            what: format!(
-                "the window starts at {:.3} s, after the trace's end ({:.3} s)",
-                window.0 as f64 / 1e9,
-                end as f64 / 1e9
-            ),
-        });
-    }
+    require_content(&tl, &inputs[0], window.0, end)?;
     let input = InputReport::of(&tl);
     w.close(&tl, &input).map_err(io_err)?;
     let Writer {
