@@ -559,7 +559,7 @@ fn windows_split_state_time_and_count_spans_where_they_end() {
         .starts_with("window_start_ns,window_end_ns,thread,tid,"));
     assert_eq!(lines.count(), 12, "{csv}");
     assert!(
-        csv.contains("\n1000000,2000000,server,100,server,300000,0,0,0,700000,0,1,0,"),
+        csv.contains("\n1000000,2000000,server,100,server,300000,0,0,0,0,700000,0,1,0,"),
         "{csv}"
     );
 }
