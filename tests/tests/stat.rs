@@ -164,6 +164,21 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
         .map(|t| t.running_ns)
         .sum();
     assert!(workers_running > 3 * 50 * 1_500_000 * 2 / 3);
+    // Waits for a CPU are counted; their distribution is not kept, and says so.
+    let worker = (s.threads().iter())
+        .find(|t| t.name.starts_with("worker"))
+        .unwrap();
+    assert!(worker.ready_waits.is_some_and(|n| n > 0), "{worker:?}");
+    assert_eq!((worker.ready_p99_ns, worker.ready_max_ns), (None, None));
+    let opts = trace_merge::summary::SummaryOptions {
+        by: trace_merge::summary::By::Thread,
+        ..Default::default()
+    };
+    let mut text = Vec::new();
+    trace_merge::summary::render(&s, &opts, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    let row = text.lines().find(|l| l.starts_with("worker")).unwrap();
+    assert!(row.contains(" - "), "{text}");
 }
 
 #[test]
