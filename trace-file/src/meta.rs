@@ -128,6 +128,9 @@ pub struct FuncWindow {
     pub hist: Vec<u64>,
 }
 
+/// log2 of the lower bound, in ns, of the first bucket of [`ThreadWindow::wait_hist`].
+pub const WAIT_HIST_SHIFT: u32 = 10;
+
 /// A thread in one window: time in each state and scheduler counts.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ThreadWindow {
@@ -146,6 +149,11 @@ pub struct ThreadWindow {
     /// Waits for a CPU that ended in the window (absent in files of earlier versions).
     #[serde(default)]
     pub waits: Option<u64>,
+    /// Those waits by length: `wait_hist[i]` counts waits of `[2^(i + WAIT_HIST_SHIFT),
+    /// 2^(i + WAIT_HIST_SHIFT + 1))` ns, the first also shorter ones, the last also longer
+    /// ones (empty in files of earlier versions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wait_hist: Vec<u64>,
     pub syscalls: u64,
     /// Time inside system calls (absent from files of tracers before it was counted).
     #[serde(default)]

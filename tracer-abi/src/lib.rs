@@ -312,7 +312,16 @@ pub struct ThreadStat {
     pub syscall_ns: u64,
     /// Waits for a CPU that ended (each run begins with one).
     pub waits: u64,
+    /// Those waits by length: bucket `i` counts `[2^(i + WAIT_SHIFT), 2^(i + WAIT_SHIFT + 1))`
+    /// ns, the first also shorter ones, the last also longer ones. 32-bit counters:
+    /// user space reads them far more often than 4 billion waits.
+    pub wait_hist: [u32; WAIT_BUCKETS],
 }
+
+/// Buckets of [`ThreadStat::wait_hist`]: 1 us to 0.5 s and beyond, in 80 bytes a thread.
+pub const WAIT_BUCKETS: usize = 20;
+/// log2 of the first bucket's lower bound, in ns.
+pub const WAIT_SHIFT: u32 = 10;
 
 /// Thread states of counting mode.
 pub mod tstate {

@@ -45,6 +45,17 @@ fn cpu() -> u32 {
     unsafe { bpf_get_smp_processor_id() }
 }
 
+/// Bucket of [`ThreadStat::wait_hist`] of a wait of `ns`.
+#[inline(always)]
+fn wait_bucket(ns: u64) -> usize {
+    let b = log2_bucket(ns).saturating_sub(WAIT_SHIFT as usize);
+    if b >= WAIT_BUCKETS {
+        WAIT_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
 #[inline(always)]
 fn log2_bucket(ns: u64) -> usize {
     let b = 63 - (ns | 1).leading_zeros() as usize;
@@ -240,6 +251,7 @@ fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) ->
         (*t).stat.state_ns[(core::hint::black_box(old_state) & 3) as usize] += spent;
         if old_state == tstate::READY {
             (*t).stat.waits += 1;
+            (*t).stat.wait_hist[wait_bucket(spent)] += 1;
         }
         (*t).since = since + spent;
         (*t).state = state;

@@ -13,7 +13,7 @@ use anyhow::Result;
 use trace_file::{
     syscalls, ChunkKind, FuncWindow, Probe, StatWindow, SysWindow, ThreadInfo, ThreadWindow, Writer,
 };
-use tracer_abi::{tstate, HIST_BUCKETS, MAX_SYSCALLS};
+use tracer_abi::{tstate, HIST_BUCKETS, MAX_SYSCALLS, WAIT_BUCKETS, WAIT_SHIFT};
 
 use crate::kernel::Kernel;
 
@@ -30,7 +30,11 @@ pub struct StatOptions {
 struct ThreadTotals {
     state_ns: [u64; 4],
     counts: [u64; 8],
+    wait_hist: [u32; WAIT_BUCKETS],
 }
+
+// The kernel's buckets are the file's.
+const _: () = assert!(WAIT_SHIFT == trace_file::meta::WAIT_HIST_SHIFT);
 
 /// Turns the kernel's cumulative maps into windows.
 pub struct Counting {
@@ -191,6 +195,7 @@ impl Counting {
                     s.syscall_ns,
                     s.waits,
                 ],
+                wait_hist: s.wait_hist,
             };
             if e.exited == 0 {
                 // The interval in progress counts up to now.
@@ -218,6 +223,10 @@ impl Counting {
                 syscalls: c(5),
                 syscall_ns: c(6),
                 waits: Some(c(7)),
+                // Counters wrap at 2^32; a difference of two reads is right across one wrap.
+                wait_hist: (t.wait_hist.iter().zip(&prev.wait_hist))
+                    .map(|(now, before)| now.wrapping_sub(*before) as u64)
+                    .collect(),
             });
         }
         // Exited threads were reported for the last time: free their entries so days of

@@ -6,6 +6,7 @@
 
 use std::{collections::BTreeMap, fs::File, io::BufReader, path::PathBuf};
 
+use trace_file::meta::WAIT_HIST_SHIFT;
 use trace_file::{ChunkKind, Probe, Reader, StatWindow, ThreadInfo, TraceHeader};
 
 use super::{
@@ -130,6 +131,8 @@ struct Acc {
     end: u64,
     functions: BTreeMap<String, FunctionStats>,
     threads: BTreeMap<(u32, u32), ThreadStats>,
+    /// Per thread, its waits for a CPU by length (files that keep them).
+    waits: BTreeMap<(u32, u32), Histogram>,
     syscalls: BTreeMap<u32, SyscallStats>,
 }
 
@@ -199,6 +202,14 @@ impl Acc {
             if let Some(w) = t.waits {
                 *s.ready_waits.get_or_insert(0) += w;
             }
+            if !t.wait_hist.is_empty() {
+                let h = self.waits.entry((t.tgid, t.tid)).or_default();
+                // Log2 buckets: each wait counts at its bucket's geometric middle.
+                for (b, &n) in t.wait_hist.iter().enumerate() {
+                    let lo = 1u64 << (b as u32 + WAIT_HIST_SHIFT);
+                    h.record_n(lo + lo / 2, n);
+                }
+            }
             s.syscalls += t.syscalls;
             s.syscall_ns += t.syscall_ns;
         }
@@ -240,10 +251,15 @@ impl Acc {
             .collect();
         let threads = self
             .threads
-            .values()
-            .map(|t| ThreadStats {
-                file: file.unwrap_or(0),
-                ..t.clone()
+            .iter()
+            .map(|(key, t)| {
+                let waits = self.waits.get(key);
+                ThreadStats {
+                    file: file.unwrap_or(0),
+                    ready_p99_ns: waits.map(|h| h.quantile(0.99)),
+                    ready_max_ns: waits.map(|h| h.max()),
+                    ..t.clone()
+                }
             })
             .collect();
         let syscalls = self
