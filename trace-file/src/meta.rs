@@ -146,10 +146,7 @@ pub struct ThreadWindow {
     pub wakeups_sent: u64,
     pub wakeups_received: u64,
     pub migrations: u64,
-    /// Waits for a CPU that ended in the window (absent in files of earlier versions).
-    #[serde(default)]
-    pub waits: Option<u64>,
-    /// Those waits by length: `wait_hist[i]` counts waits of `[2^(i + WAIT_HIST_SHIFT),
+    /// Waits for a CPU that ended in the window, by length: `wait_hist[i]` counts waits of `[2^(i + WAIT_HIST_SHIFT),
     /// 2^(i + WAIT_HIST_SHIFT + 1))` ns, the first also shorter ones, the last also longer
     /// ones (empty in files of earlier versions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

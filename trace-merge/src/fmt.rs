@@ -78,30 +78,19 @@ impl Line {
     pub(crate) fn has_room(&self) -> bool {
         self.len + LINE_PIECE <= LINE_CAP
     }
-
-    /// Appends one byte (inherent, so the writers need not import [`Sink`]).
-    #[inline]
-    pub(crate) fn push(&mut self, b: u8) {
-        self.buf[self.len] = b;
-        self.len += 1;
-    }
-
-    #[inline]
-    pub(crate) fn extend_from_slice(&mut self, s: &[u8]) {
-        self.buf[self.len..self.len + s.len()].copy_from_slice(s);
-        self.len += s.len();
-    }
 }
 
 impl Sink for Line {
     #[inline]
     fn push(&mut self, b: u8) {
-        Line::push(self, b)
+        self.buf[self.len] = b;
+        self.len += 1;
     }
 
     #[inline]
     fn extend_from_slice(&mut self, s: &[u8]) {
-        Line::extend_from_slice(self, s)
+        self.buf[self.len..self.len + s.len()].copy_from_slice(s);
+        self.len += s.len();
     }
 
     #[inline]

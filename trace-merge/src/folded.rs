@@ -265,6 +265,11 @@ impl Stacks {
     pub fn lines(&self, tl: &Timeline) -> BTreeMap<String, u64> {
         let mut names: Vec<Option<String>> = vec![None; self.nodes.len()];
         let mut out = BTreeMap::new();
+        let mut put = |name: &str, ns: &[u64; 4]| {
+            for (leaf, &ns) in LEAVES.iter().zip(ns).filter(|(_, &ns)| ns > 0) {
+                *out.entry(format!("{name};{leaf}")).or_insert(0) += ns;
+            }
+        };
         // `;` separates frames and a line ends with its value.
         let clean = |s: &str| s.replace([';', '\n', '\r'], "_");
         let root = |r: ThreadRef| {
@@ -278,34 +283,23 @@ impl Stacks {
                 Frame::Thread(r) => root(r),
                 Frame::Func { source, id } => {
                     match tl.merger().sources()[source as usize].probe(id) {
-                        Some(p) => p.name.clone(),
+                        Some(p) => clean(&p.name),
                         None => format!("function_{id}"),
                     }
                 }
                 Frame::Syscall(nr) => sysclass::name(nr).into_owned(),
             };
-            let frame = match n.frame {
-                Frame::Thread(_) => frame,
-                _ => clean(&frame),
-            };
             let name = match n.parent.and_then(|p| names[p as usize].as_deref()) {
                 Some(p) => format!("{p};{frame}"),
                 None => frame,
             };
-            for (l, &ns) in n.ns.iter().enumerate() {
-                if ns > 0 {
-                    *out.entry(format!("{name};{}", LEAVES[l])).or_insert(0) += ns;
-                }
-            }
+            put(&name, &n.ns);
             names[i] = Some(name);
         }
         // Threads that never changed their stack.
         for (r, th) in self.threads.iter().enumerate() {
             if th.at.is_none() {
-                let name = root(r as ThreadRef);
-                for (l, &ns) in th.lead.iter().enumerate().filter(|(_, &ns)| ns > 0) {
-                    *out.entry(format!("{name};{}", LEAVES[l])).or_insert(0) += ns;
-                }
+                put(&root(r as ThreadRef), &th.lead);
             }
         }
         out

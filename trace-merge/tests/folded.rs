@@ -98,6 +98,22 @@ fn a_call_under_way_at_the_start_takes_the_time_before_its_exit() {
     assert!(get("[blocked]").is_none());
 }
 
+/// The intervals of the trace's threads in a known state, as (thread name, begin, end),
+/// and the trace's end.
+fn known_states(input: &PathBuf) -> (Vec<(String, u64, u64)>, u64) {
+    let merger = Merger::open(std::slice::from_ref(input), MergeOptions::default()).unwrap();
+    let mut tl = Timeline::new(merger);
+    let mut intervals = Vec::new();
+    while let Some(item) = tl.next_item().unwrap() {
+        if let Item::State(s) = item {
+            if trace_merge::chrome::state_name(s.state).is_some() {
+                intervals.push((tl.thread(s.thread).name.clone(), s.begin, s.end));
+            }
+        }
+    }
+    (intervals, tl.end().unwrap())
+}
+
 #[test]
 fn random_traces_agree_with_states_and_the_summary() {
     for seed in 1..=12u64 {
@@ -111,18 +127,10 @@ fn random_traces_agree_with_states_and_the_summary() {
         let input = write(&dir, &b);
         let lines = folded(&dir, &input);
 
-        // Every thread's time in a known state, from the timeline's intervals.
-        let merger = Merger::open(std::slice::from_ref(&input), MergeOptions::default()).unwrap();
-        let mut tl = Timeline::new(merger);
-        // Threads of one name fold together.
+        // Every thread's time in a known state; threads of one name fold together.
         let mut by_name: HashMap<String, u64> = HashMap::new();
-        while let Some(item) = tl.next_item().unwrap() {
-            if let Item::State(s) = item {
-                if trace_merge::chrome::state_name(s.state).is_some() {
-                    let name = tl.thread(s.thread).name.clone();
-                    *by_name.entry(name).or_default() += s.end - s.begin;
-                }
-            }
+        for (name, begin, end) in known_states(&input).0 {
+            *by_name.entry(name).or_default() += end - begin;
         }
         assert!(by_name.len() >= 3, "seed {seed}");
         for (name, ns) in by_name {
@@ -171,17 +179,7 @@ fn random_windows_hold_each_threads_time_inside_them() {
         );
         let dir = tempfile::tempdir().unwrap();
         let input = write(&dir, &b);
-        let merger = Merger::open(std::slice::from_ref(&input), MergeOptions::default()).unwrap();
-        let mut tl = Timeline::new(merger);
-        let mut intervals = Vec::new();
-        while let Some(item) = tl.next_item().unwrap() {
-            if let Item::State(s) = item {
-                if trace_merge::chrome::state_name(s.state).is_some() {
-                    intervals.push((tl.thread(s.thread).name.clone(), s.begin, s.end));
-                }
-            }
-        }
-        let end = tl.end().unwrap();
+        let (intervals, end) = known_states(&input);
         let mut rng = Rng(seed);
         let from = rng.below(end / 2);
         let until = from + 1 + rng.below(end / 2);

@@ -310,9 +310,7 @@ pub struct ThreadStat {
     pub syscalls: u64,
     /// Time inside system calls.
     pub syscall_ns: u64,
-    /// Waits for a CPU that ended (each run begins with one).
-    pub waits: u64,
-    /// Those waits by length: bucket `i` counts `[2^(i + WAIT_SHIFT), 2^(i + WAIT_SHIFT + 1))`
+    /// Waits for a CPU that ended (each run begins with one), by length: bucket `i` counts `[2^(i + WAIT_SHIFT), 2^(i + WAIT_SHIFT + 1))`
     /// ns, the first also shorter ones, the last also longer ones. 32-bit counters:
     /// user space reads them far more often than 4 billion waits.
     pub wait_hist: [u32; WAIT_BUCKETS],

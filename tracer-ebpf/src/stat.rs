@@ -250,7 +250,6 @@ fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) ->
         // where the caller has compared the state (the verifier cannot see why).
         (*t).stat.state_ns[(core::hint::black_box(old_state) & 3) as usize] += spent;
         if old_state == tstate::READY {
-            (*t).stat.waits += 1;
             (*t).stat.wait_hist[wait_bucket(spent)] += 1;
         }
         (*t).since = since + spent;

@@ -124,7 +124,7 @@ pub fn dump(path: &Path) -> Result<()> {
                             out,
                             "#   thread tid={} name={} running_ns={} ready_ns={} blocked_ns={} io_ns={} voluntary={} involuntary={} wakeups_sent={} wakeups_received={} migrations={} syscalls={} waits={}",
                             t.tid, t.name, t.running_ns, t.ready_ns, t.blocked_ns, t.io_ns, t.voluntary, t.involuntary, t.wakeups_sent, t.wakeups_received, t.migrations, t.syscalls,
-                            t.waits.map_or_else(|| "-".to_string(), |w| w.to_string())
+                            t.wait_hist.iter().sum::<u64>()
                         )?;
                     }
                     for c in &win.syscalls {

@@ -29,7 +29,7 @@ pub struct StatOptions {
 #[derive(Clone, Copy, Default)]
 struct ThreadTotals {
     state_ns: [u64; 4],
-    counts: [u64; 8],
+    counts: [u64; 7],
     wait_hist: [u32; WAIT_BUCKETS],
 }
 
@@ -193,7 +193,6 @@ impl Counting {
                     s.migrations,
                     s.syscalls,
                     s.syscall_ns,
-                    s.waits,
                 ],
                 wait_hist: s.wait_hist,
             };
@@ -222,7 +221,6 @@ impl Counting {
                 migrations: c(4),
                 syscalls: c(5),
                 syscall_ns: c(6),
-                waits: Some(c(7)),
                 // Counters wrap at 2^32; a difference of two reads is right across one wrap.
                 wait_hist: (t.wait_hist.iter().zip(&prev.wait_hist))
                     .map(|(now, before)| now.wrapping_sub(*before) as u64)

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 pub use check::{check, check_tiling, CheckReport, Violation, Violations};
 
 use crate::error::{Error, Result};
-use crate::fmt::{push_i64, push_u64, Line};
+use crate::fmt::{push_i64, push_u64, Line, Sink};
 use crate::merge::{MergeOptions, Merger};
 use crate::report::{require_events, InputReport};
 use crate::sysclass::SockOp;

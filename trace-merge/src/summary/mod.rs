@@ -387,7 +387,8 @@ pub struct ThreadStats {
     /// Probed function calls made (every depth).
     pub function_calls: u64,
     /// Waits for a CPU (runnable until it ran: scheduling delay, as `perf sched
-    /// latency` reports it); `None` for counting-mode files, which keep totals only.
+    /// latency` reports it), their 99th percentile and longest (from counting-mode files,
+    /// at log2 bucket middles); `None` for counting-mode files of earlier versions.
     pub ready_waits: Option<u64>,
     pub ready_p99_ns: Option<u64>,
     pub ready_max_ns: Option<u64>,

@@ -199,10 +199,8 @@ impl Acc {
             s.wakeups_sent += t.wakeups_sent;
             s.wakeups_received += t.wakeups_received;
             s.migrations += t.migrations;
-            if let Some(w) = t.waits {
-                *s.ready_waits.get_or_insert(0) += w;
-            }
             if !t.wait_hist.is_empty() {
+                *s.ready_waits.get_or_insert(0) += t.wait_hist.iter().sum::<u64>();
                 let h = self.waits.entry((t.tgid, t.tid)).or_default();
                 // Log2 buckets: each wait counts at its bucket's geometric middle.
                 for (b, &n) in t.wait_hist.iter().enumerate() {
@@ -216,8 +214,7 @@ impl Acc {
         for c in &w.syscalls {
             let class = sysclass::class(c.nr);
             let s = self.syscalls.entry(c.nr).or_insert_with(|| SyscallStats {
-                name: trace_file::syscalls::name(c.nr)
-                    .map_or_else(|| format!("sys_{}", c.nr), str::to_string),
+                name: sysclass::name(c.nr).into_owned(),
                 nr: c.nr,
                 ..Default::default()
             });
