@@ -6,11 +6,12 @@
 use std::{collections::HashMap, ffi::OsStr, process::Command, time::Duration};
 
 use trace_merge::{
-    chrome,
+    timeline::{Item, ThreadState},
+    MergeOptions,
+};
+use trace_testkit::{
+    check::{chrome, paraver},
     invariants::check_timeline,
-    merge::{MergeOptions, Merger},
-    paraver,
-    timeline::{Item, ThreadState, Timeline},
 };
 use tracer_tests::*;
 
@@ -53,8 +54,7 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     paraver::check_tiling(&stem).unwrap_or_else(|v| panic!("{v}"));
 
     // The item stream: spans close, hand-offs connect accepts to later operations.
-    let tl =
-        Timeline::new(Merger::open(std::slice::from_ref(&trace), MergeOptions::default()).unwrap());
+    let tl = trace_merge::open(std::slice::from_ref(&trace), &MergeOptions::default()).unwrap();
     let inv = check_timeline(tl)
         .unwrap()
         .unwrap_or_else(|e| panic!("{e:?}"));
@@ -63,8 +63,7 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     // Running time per worker from the state intervals vs schedstat.
     let mut running: HashMap<u32, u64> = HashMap::new();
     let mut calls = 0;
-    let tl =
-        Timeline::new(Merger::open(std::slice::from_ref(&trace), MergeOptions::default()).unwrap());
+    let tl = trace_merge::open(std::slice::from_ref(&trace), &MergeOptions::default()).unwrap();
     for item in tl {
         match item.unwrap() {
             Item::State(s) if s.state == ThreadState::Running => {
@@ -86,7 +85,7 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     let paths = [trace.as_ref(), "-o".as_ref(), stem.as_ref()];
     tracer_ok(&[&chrome[..], &paths[..]].concat());
     let json = dir.path().join("out.json");
-    let c = chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    let c = chrome::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert_eq!(
         c.slices["function"],
         stats.handle_request + stats.render_response
@@ -125,8 +124,7 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
             asleep += ns;
         }
     }
-    let mut tl =
-        Timeline::new(Merger::open(std::slice::from_ref(&trace), MergeOptions::default()).unwrap());
+    let mut tl = trace_merge::open(std::slice::from_ref(&trace), &MergeOptions::default()).unwrap();
     while tl.next_item().unwrap().is_some() {}
     let checked = truth.check("worker", 0.02, |tid| {
         let th = tl.threads().iter().find(|t| t.tid == tid).unwrap();
@@ -142,7 +140,7 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
     // A window: conformant, and nothing outside it.
     let window = ["--start", "50ms", "--end", "150ms", "-f"].map(OsStr::new);
     tracer_ok(&[&chrome[..], &paths[..], &window[..]].concat());
-    let c = chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    let c = chrome::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert!(c.slices["state"] > 0);
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     for e in doc["traceEvents"].as_array().unwrap() {

@@ -551,8 +551,9 @@ fn rotated_traces_are_complete_and_together_hold_every_call() {
         );
         // Each converts alone.
         let json = dir.path().join(format!("{i}.json"));
-        trace_merge::convert_chrome(std::slice::from_ref(p), &json, false).unwrap();
-        trace_merge::chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+        trace_convert::chrome::convert(std::slice::from_ref(p), &json, &Default::default())
+            .unwrap();
+        trace_testkit::check::chrome::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
         std::fs::remove_file(&json).unwrap();
     }
     assert_eq!(entries, stats.handle_request);
@@ -561,9 +562,9 @@ fn rotated_traces_are_complete_and_together_hold_every_call() {
     // Converted together they are one recording: one process, every call whole, even
     // those that straddle two files.
     let json = dir.path().join("all.json");
-    let r = trace_merge::convert_chrome(&paths, &json, false).unwrap();
+    let r = trace_convert::chrome::convert(&paths, &json, &Default::default()).unwrap();
     assert_eq!(r.processes, 1);
-    trace_merge::chrome::check::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    trace_testkit::check::chrome::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let ends: Vec<_> = (doc["traceEvents"].as_array().unwrap().iter())
         .filter(|e| e["ph"] == "E" && e["name"] == "handle_request")

@@ -151,7 +151,7 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
     assert_eq!(by_thread, by_call);
 
     // `tracer summary` reads stat files with the same figures.
-    let s = trace_merge::summary::summarize(std::slice::from_ref(&out)).unwrap();
+    let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
     assert_eq!(
         s.function("handle_request").unwrap().calls,
         stats.handle_request
@@ -210,7 +210,7 @@ fn sampling_records_one_call_in_n_in_full() {
         "chrome".as_ref(),
         out.as_os_str(),
     ]);
-    let c = trace_merge::chrome::check::check(&dir.path().join("s.json"))
+    let c = trace_testkit::check::chrome::check(&dir.path().join("s.json"))
         .unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert_eq!(c.slices["function"], f.entries);
     // And into flame graph stacks, with the sampled calls' time under the handler.
@@ -267,7 +267,7 @@ fn a_stat_killed_with_sigkill_reads_back() {
 /// Runs the same workload under `tracer record` or `tracer stat --sample 10` and returns
 /// handle_request's share of time running, blocked and ready, from a file.
 fn handler_split(file: &Path) -> (f64, f64, f64) {
-    let s = trace_merge::summary::summarize(std::slice::from_ref(&file.to_path_buf())).unwrap();
+    let s = trace_summary::summarize(std::slice::from_ref(&file.to_path_buf())).unwrap();
     let h = s.function("handle_request").unwrap();
     let total = h.inclusive_ns as f64;
     (
@@ -312,7 +312,7 @@ fn a_sampled_state_split_agrees_with_a_full_trace() {
     );
     // Each worker's 99th percentile wait for a CPU: the kernel's log2 buckets (each wait
     // counted at its bucket's middle: within 1.5x) against every wait of the trace.
-    let summary = |p: &Path| trace_merge::summary::summarize(&[p.to_path_buf()]).unwrap();
+    let summary = |p: &Path| trace_summary::summarize(&[p.to_path_buf()]).unwrap();
     let (sf, ss) = (summary(&full), summary(&sampled));
     let mut checked = 0;
     for t in ss.threads().iter().filter(|t| t.name.starts_with("worker")) {
@@ -429,7 +429,7 @@ fn rotated_files_are_complete_and_add_up() {
         calls_total += calls(f, 1);
     }
     assert_eq!(calls_total, stats.handle_request);
-    let s = trace_merge::summary::summarize(&paths).unwrap();
+    let s = trace_summary::summarize(&paths).unwrap();
     assert_eq!(
         s.function("handle_request").unwrap().calls,
         stats.handle_request

@@ -4,7 +4,7 @@
 
 use std::{path::Path, process::Command, time::Duration};
 
-use trace_merge::summary::summarize;
+use trace_summary::summarize;
 use tracer_tests::*;
 
 fn record_under_load(opts: &ServerOptions, out: &Path) -> Stats {

@@ -9,7 +9,6 @@
 mod container;
 pub mod meta;
 pub mod record;
-pub mod syscalls;
 
 pub use container::{Chunk, ChunkKind, Reader, Writer, FORMAT_VERSION, MAGIC};
 pub use meta::{

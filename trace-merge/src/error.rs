@@ -1,45 +1,35 @@
-//! Errors of the merge and of the writers: one line each, naming the file involved.
+//! Errors of the merge: one line each, naming the file involved.
 
 use std::path::PathBuf;
 
-/// Everything that can stop a conversion. `Display` is one line a user can act on.
+/// Everything that can stop reading traces. `Display` is one line a user can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// No input trace was given.
     #[error("no input trace given")]
     NoInput,
-    /// An input could not be read as a trace (I/O error, bad magic, corrupt chunk...).
+    /// An input could not be read as a trace (I/O error, bad magic, damaged chunk...).
     #[error("{}: {source}", path.display())]
     Trace {
+        /// The input file.
         path: PathBuf,
+        /// What the trace-file reader found.
         #[source]
         source: trace_file::Error,
     },
-    /// An input is a trace file but its content makes no sense (e.g. no header chunk).
+    /// An input is a trace file but its content makes no sense (e.g. no header chunk), or
+    /// holds nothing an output can be made of.
     #[error("{}: {what}", path.display())]
-    Invalid { path: PathBuf, what: String },
-    /// Reading or writing an output (or a temporary file next to it) failed.
-    #[error("{}: {source}", path.display())]
-    Io {
+    Invalid {
+        /// The input file.
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        /// What is wrong, as a sentence fragment.
+        what: String,
     },
-    /// An output exists and overwriting was not asked for.
-    #[error("{} already exists (use --force to overwrite)", path.display())]
-    Exists { path: PathBuf },
-    /// The trace is too large for the output format (e.g. more than 65 535 threads).
+    /// The traces exceed a limit of the merge or of an output format (e.g. more than
+    /// 65 535 threads for Paraver).
     #[error("{0}")]
     Limit(String),
-}
-
-impl Error {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
-    }
 }
 
 /// Result with this crate's [`Error`].

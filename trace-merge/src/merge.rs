@@ -59,7 +59,9 @@ impl Default for MergeOptions {
 /// One input trace file: its metadata, as read so far, and where it sits in the merge.
 #[derive(Clone, Debug)]
 pub struct Source {
+    /// The file.
     pub path: PathBuf,
+    /// Its header chunk.
     pub header: TraceHeader,
     /// Traced processes (Process chunks).
     pub processes: Vec<ProcessInfo>,
@@ -114,7 +116,9 @@ impl Source {
 /// A host: a Paraver node.
 #[derive(Clone, Debug)]
 pub struct Node {
+    /// Its name, from the files' headers.
     pub hostname: String,
+    /// Its CPUs: the most any of its files recorded.
     pub cpus: u32,
     /// Global (0-based) index of the host's CPU 0.
     pub cpu_base: u32,
@@ -131,7 +135,9 @@ pub struct Merged {
     pub ident: u32,
     /// Global 0-based CPU index ([`Source::cpu_base`] + the recorded CPU).
     pub cpu: u32,
+    /// The thread the event belongs to (see [`Event`]).
     pub tid: u32,
+    /// What happened.
     pub event: Event,
     /// The record came after later records had been emitted; `time` was raised to the
     /// merge time of that moment.

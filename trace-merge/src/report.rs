@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::timeline::{Item, Timeline};
+use crate::timeline::Timeline;
 
 /// What part of the trace a converter writes.
 #[derive(Clone, Copy, Debug)]
@@ -23,30 +23,10 @@ impl Default for Window {
     }
 }
 
-/// Feeds `f` the items of `tl` until the stream reaches `until`: there the states under
-/// way end (cut at the current time, and fed too) and reading stops. Returns whether it
-/// stopped there (`false`: the stream ended first).
-pub(crate) fn feed_until(
-    tl: &mut Timeline,
-    until: u64,
-    mut f: impl FnMut(&Timeline, Item) -> Result<()>,
-) -> Result<bool> {
-    while let Some(item) = tl.next_item()? {
-        f(tl, item)?;
-        if tl.now() >= until && !tl.has_queued() {
-            for piece in tl.cut(tl.now(), u64::MAX) {
-                f(tl, Item::State(piece))?;
-            }
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
 /// What a converter must have read to write anything: events (see [`require_events`]),
 /// a traced thread, and, for a window from `from_ns`, some of the trace (which ends at
 /// `end`) after it.
-pub(crate) fn require_content(tl: &Timeline, path: &Path, from_ns: u64, end: u64) -> Result<()> {
+pub fn require_content(tl: &Timeline, path: &Path, from_ns: u64, end: u64) -> Result<()> {
     require_events(tl)?;
     let what = if tl.threads().is_empty() {
         "no traced thread: nothing to convert".to_string()
@@ -68,7 +48,7 @@ pub(crate) fn require_content(tl: &Timeline, path: &Path, from_ns: u64, end: u64
 /// A counting-mode file (`tracer stat`) holds windows of counts, and events only for the
 /// calls it sampled: without those there is nothing to draw, which is said rather than
 /// written as an empty trace.
-pub(crate) fn require_events(tl: &Timeline) -> Result<()> {
+pub fn require_events(tl: &Timeline) -> Result<()> {
     let sources = tl.merger().sources();
     match sources.iter().find(|s| s.header.mode == "stat") {
         Some(s) if tl.merger().stats().records == 0 => Err(Error::Invalid {

@@ -1,19 +1,28 @@
 //! What the x86_64 system calls mean for the timeline: which take an fd as first
 //! argument, which move bytes in which direction, which are socket operations and which
 //! return a new fd. Numbers are from the kernel's unistd_64.h (checked against
-//! `trace_file::syscalls` by a test).
+//! `tracer_abi::syscalls` by a test).
 
 /// A socket-level operation, as shown in the Paraver trace (event type 40000004).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SockOp {
+    /// accept, accept4.
     Accept = 1,
+    /// connect.
     Connect = 2,
+    /// A write to a socket (write, send, sendto, sendmsg...).
     Send = 3,
+    /// A read from a socket (read, recv, recvfrom, recvmsg...).
     Recv = 4,
+    /// close of a socket.
     Close = 5,
+    /// socket.
     Socket = 6,
+    /// shutdown.
     Shutdown = 7,
+    /// listen.
     Listen = 8,
+    /// bind.
     Bind = 9,
 }
 
@@ -77,7 +86,7 @@ pub struct SysClass {
 
 /// The name of system call `nr` (`syscall_N` for a number the table does not know).
 pub fn name(nr: u32) -> std::borrow::Cow<'static, str> {
-    match trace_file::syscalls::name(nr) {
+    match tracer_abi::syscalls::name(nr) {
         Some(n) => n.into(),
         None => format!("syscall_{nr}").into(),
     }
@@ -162,7 +171,7 @@ pub fn class(nr: u32) -> SysClass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trace_file::syscalls::number;
+    use tracer_abi::syscalls::number;
 
     #[test]
     fn numbers_match_the_name_table() {

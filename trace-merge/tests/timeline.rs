@@ -1,14 +1,12 @@
 //! The merge and the state machine: ordering, invariants, and the meaning of records.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::*;
 use trace_file::Event;
-use trace_merge::invariants::{check_timeline, Checker};
 use trace_merge::merge::{MergeOptions, Merger};
 use trace_merge::timeline::{Item, LinkKind, SpanEnd, ThreadState, Timeline};
+use trace_testkit::builder::*;
+use trace_testkit::invariants::{check_timeline, Checker};
 
 fn open(dir: &tempfile::TempDir, traces: &[&TraceBuilder], opts: MergeOptions) -> Timeline {
     let paths: Vec<PathBuf> = (traces.iter().enumerate())
@@ -312,4 +310,78 @@ fn the_files_of_one_run_are_one_recording() {
     let (_, tl) = items(open(&dir, &[&b, &a], MergeOptions::default()));
     assert_eq!(tl.threads().len(), 2);
     assert_eq!(tl.stats().orphan_func_exits, 1);
+}
+
+/// A thread found runnable at attach ('R') is either on a CPU or waiting for one. Switched
+/// out before any switch-in, it was running all along; switched in first, it was waiting.
+#[test]
+fn a_thread_runnable_at_attach_is_placed_by_its_first_switch() {
+    let mut b = TraceBuilder::new("h", 2);
+    b.process(7, "/bin/x")
+        .thread(7, 7, "on-cpu", 'R')
+        .thread(7, 8, "queued", 'R');
+    b.at(50, 1, 7, sw(0, 1))
+        .at(60, 0, 0, sw(8, 0))
+        .at(90, 0, 8, sw(0, 1));
+    b.stop(100);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, _) = items(open(&dir, &[&b], MergeOptions::default()));
+    let states = |tid: u32| -> Vec<(ThreadState, u64, u64, Option<u32>)> {
+        (items.iter())
+            .filter_map(|i| match i {
+                Item::State(s) if s.tid == tid => Some((s.state, s.begin, s.end, s.cpu)),
+                _ => None,
+            })
+            .collect()
+    };
+    use ThreadState::*;
+    let us = |u: u64| u * 1000;
+    assert_eq!(
+        states(7),
+        [
+            (Running, 0, us(50), Some(1)),
+            (Blocked, us(50), us(100), None)
+        ]
+    );
+    assert_eq!(
+        states(8),
+        [
+            (Ready, 0, us(60), None),
+            (Running, us(60), us(90), Some(0)),
+            (Blocked, us(90), us(100), None)
+        ]
+    );
+}
+
+/// The same when the first sign of a thread runnable at attach is a record of its own (a
+/// system call): it was running on that CPU since attach.
+#[test]
+fn a_thread_runnable_at_attach_that_acts_first_was_running() {
+    let mut b = TraceBuilder::new("h", 2);
+    b.process(7, "/bin/x").thread(7, 7, "busy", 'R');
+    b.at(40, 1, 7, enter(0, 3, 10))
+        .at(45, 1, 7, exit(0, 10))
+        .at(50, 1, 7, sw(0, 1));
+    b.stop(100);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, _) = items(open(&dir, &[&b], MergeOptions::default()));
+    let states: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::State(s) => Some((s.state, s.begin, s.end, s.cpu)),
+            _ => None,
+        })
+        .collect();
+    use ThreadState::*;
+    assert_eq!(
+        states,
+        [
+            (Running, 0, 50_000, Some(1)),
+            (Blocked, 50_000, 100_000, None)
+        ]
+    );
+    assert!(items.contains(&Item::OnCpu {
+        thread: 0,
+        time: 0,
+        cpu: 1
+    }));
 }

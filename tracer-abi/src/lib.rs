@@ -7,6 +7,9 @@
 //! Timestamps are `bpf_ktime_get_ns()`: CLOCK_MONOTONIC in nanoseconds.
 #![no_std]
 
+pub mod errno;
+pub mod syscalls;
+
 /// Upper bound on CPUs: the size of the per-CPU ring buffer array.
 pub const MAX_CPUS: u32 = 4096;
 /// Upper bound on traced threads held in the kernel filter.
@@ -321,12 +324,54 @@ pub const WAIT_BUCKETS: usize = 20;
 /// log2 of the first bucket's lower bound, in ns.
 pub const WAIT_SHIFT: u32 = 10;
 
-/// Thread states of counting mode.
+/// The thread states every part of the tracer uses: the eBPF counting code indexes its
+/// time-per-state array by them, the recorder seeds threads with them, and the timeline
+/// maps them to its own richer states.
 pub mod tstate {
+    /// On a CPU.
     pub const RUNNING: u32 = 0;
+    /// Runnable, waiting for a CPU.
     pub const READY: u32 = 1;
+    /// Interruptible sleep: a lock, a socket, a timer.
     pub const BLOCKED: u32 = 2;
+    /// Uninterruptible sleep: disk I/O, page faults, some kernel locks.
     pub const IO: u32 = 3;
+    /// Gone: the thread's last switch.
+    pub const EXITED: u32 = 4;
+}
+
+/// The state a thread is in once a context switch has taken it off its CPU, from the
+/// `prev_state` that [`switch_state`] gives (the classic tracepoint's value).
+pub const fn state_after_switch(prev_state: u32) -> u32 {
+    use task_state::*;
+    if prev_state & EXITED != 0 {
+        tstate::EXITED
+    } else if prev_state & (REPORT | REPORT_IDLE) == 0 {
+        // 0, or PREEMPTED: still runnable.
+        tstate::READY
+    } else if prev_state & UNINTERRUPTIBLE != 0 {
+        tstate::IO
+    } else {
+        // Interruptible, stopped, traced, parked, idle.
+        tstate::BLOCKED
+    }
+}
+
+/// The state of a thread found at attach with `letter` in `/proc/PID/task/TID/stat`;
+/// `None` for a letter that says nothing.
+///
+/// `R` is runnable: on a CPU or waiting for one, which /proc does not tell. It is
+/// [`tstate::READY`]; since only a running thread can be switched out, a thread still in
+/// its first, seeded READY state when a switch takes it off a CPU was running since
+/// attach, and both the counting code and the timeline count it so.
+pub const fn state_of_proc_letter(letter: u8) -> Option<u32> {
+    match letter {
+        b'R' => Some(tstate::READY),
+        b'S' | b'I' | b'T' | b't' | b'P' | b'W' | b'K' => Some(tstate::BLOCKED),
+        b'D' => Some(tstate::IO),
+        b'Z' | b'X' | b'x' => Some(tstate::EXITED),
+        _ => None,
+    }
 }
 
 /// Calls of probed functions tracked per thread in counting mode (deeper nesting is
@@ -404,5 +449,34 @@ mod tests {
             );
         }
         assert_ne!(switch_state(false, 0x80, 0x20) & task_state::EXITED, 0);
+    }
+
+    #[test]
+    fn states_after_a_switch() {
+        use tstate::*;
+        let cases = [
+            (0, READY),
+            (task_state::PREEMPTED, READY),
+            (0x1, BLOCKED),
+            (0x2, IO),
+            (0x4, BLOCKED),
+            (0x40, BLOCKED),
+            (task_state::REPORT_IDLE, BLOCKED),
+            (0x10, EXITED),
+            (0x20, EXITED),
+        ];
+        for (prev_state, want) in cases {
+            assert_eq!(state_after_switch(prev_state), want, "{prev_state:#x}");
+        }
+        // Every value the kernel's mapping can produce has a state.
+        for preempt in [false, true] {
+            for raw in 0..0x10000u32 {
+                let s = state_after_switch(switch_state(preempt, raw, 0));
+                assert!(s <= EXITED);
+                if preempt {
+                    assert_eq!(s, READY);
+                }
+            }
+        }
     }
 }

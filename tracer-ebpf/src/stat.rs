@@ -272,14 +272,22 @@ pub fn switch(
 ) {
     let cpu = cpu();
     if let Some((t, exec)) = prev {
-        let preempted = prev_state == 0 || prev_state & task_state::PREEMPTED != 0;
-        let state = if preempted {
-            tstate::READY
-        } else if prev_state & task_state::UNINTERRUPTIBLE != 0 {
-            tstate::IO
-        } else {
-            tstate::BLOCKED
+        // SAFETY: as in `transition`.
+        unsafe {
+            if (*t).state == tstate::READY && (*t).exec_base != 0 {
+                // Only a running thread is switched out: one still in the READY state it
+                // was seeded with at attach (with its CPU time then as the base, which
+                // no READY state of ours has) has been running since
+                // (state_of_proc_letter).
+                (*t).state = tstate::RUNNING;
+            }
+        }
+        // An exiting thread's last interval is never read: any sleeping state will do.
+        let state = match state_after_switch(prev_state) {
+            tstate::EXITED => tstate::BLOCKED,
+            s => s,
         };
+        let preempted = state == tstate::READY;
         transition(t, state, now, cpu, exec);
         // SAFETY: as in `transition`.
         unsafe {

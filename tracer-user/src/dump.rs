@@ -8,8 +8,8 @@ use std::{
 
 use anyhow::{Context, Result};
 use trace_file::{
-    syscalls, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, Reader,
-    StatWindow, ThreadInfo, TraceHeader, Trailer,
+    ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, Reader, StatWindow,
+    ThreadInfo, TraceHeader, Trailer,
 };
 
 /// Prints every chunk of `path` in file order. Records are printed as
@@ -156,7 +156,7 @@ pub fn dump(path: &Path) -> Result<()> {
 }
 
 fn sys(nr: u32) -> String {
-    syscalls::name(nr).map_or_else(|| format!("sys_{nr}"), str::to_string)
+    trace_merge::sysclass::name(nr).into_owned()
 }
 
 /// One record's fields as `key=value` text.

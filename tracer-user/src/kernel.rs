@@ -270,19 +270,10 @@ impl Kernel {
     }
 
     /// Counting mode: starts the state clock of a thread that existed before attach.
-    pub fn seed_thread(&mut self, tid: u32, state: u32, cpu: u32, now: u64) -> Result<()> {
+    pub fn seed_thread(&mut self, tid: u32, seed: ThreadSched) -> Result<()> {
         if let Some(stat) = &mut self.stat {
             stat.sched
-                .insert(
-                    tid,
-                    ThreadSched {
-                        since: now,
-                        state,
-                        cpu,
-                        ..Default::default()
-                    },
-                    0,
-                )
+                .insert(tid, seed, 0)
                 .context("seeding the thread state map")?;
         }
         Ok(())

@@ -242,8 +242,8 @@ struct View {
 }
 
 impl View {
-    fn options(&self) -> Result<trace_merge::summary::SummaryOptions> {
-        use trace_merge::summary::{SummaryOptions, Thresholds};
+    fn options(&self) -> Result<trace_summary::SummaryOptions> {
+        use trace_summary::{SummaryOptions, Thresholds};
         let thresholds = Thresholds {
             error_if: self.error_if.parse()?,
             ..Thresholds::default()
@@ -262,11 +262,11 @@ impl View {
 /// Summarizes trace files, with windows when asked.
 fn summarize(
     files: &[PathBuf],
-    opts: &trace_merge::summary::SummaryOptions,
-) -> Result<trace_merge::summary::Summary> {
+    opts: &trace_summary::SummaryOptions,
+) -> Result<trace_summary::Summary> {
     Ok(match opts.window_ns {
-        Some(w) => trace_merge::summary::summarize_windows(files, w)?,
-        None => trace_merge::summary::summarize(files)?,
+        Some(w) => trace_summary::summarize_windows(files, w)?,
+        None => trace_summary::summarize(files)?,
     })
 }
 
@@ -327,10 +327,13 @@ fn run(cli: Cli) -> Result<()> {
             }
             run_record(&opts)?;
             if let Some(stem) = paraver {
-                let report = trace_merge::convert_paraver(
+                let report = trace_convert::paraver::convert(
                     std::slice::from_ref(&opts.output),
                     &stem,
-                    opts.force,
+                    &trace_convert::Options {
+                        force: opts.force,
+                        ..Default::default()
+                    },
                 )?;
                 if !opts.quiet {
                     eprintln!("{report}");
@@ -374,27 +377,30 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("--start and --end apply to --to chrome and --to folded only");
             }
             let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
-            let window = trace_merge::report::Window {
+            let window = trace_convert::Window {
                 from_ns: start.map_or(0, ns),
                 until_ns: end.map_or(u64::MAX, ns),
             };
             if window.until_ns <= window.from_ns {
                 bail!("--end must be after --start");
             }
+            let opts = trace_convert::Options {
+                force,
+                window,
+                ..Default::default()
+            };
             match to {
                 Format::Paraver => {
-                    eprintln!("{}", trace_merge::convert_paraver(&files, &stem, force)?)
+                    eprintln!("{}", trace_convert::paraver::convert(&files, &stem, &opts)?)
                 }
                 Format::Folded => {
                     let out = with_ext(".folded");
-                    let report =
-                        trace_merge::folded::convert_folded_with(&files, &out, force, &window)?;
+                    let report = trace_convert::folded::convert(&files, &out, &opts)?;
                     eprintln!("{report}");
                 }
                 Format::Chrome => {
                     let out = with_ext(".json");
-                    let report =
-                        trace_merge::chrome::convert_chrome_with(&files, &out, force, &window)?;
+                    let report = trace_convert::chrome::convert(&files, &out, &opts)?;
                     eprintln!("{report}");
                 }
             }
@@ -404,7 +410,7 @@ fn run(cli: Cli) -> Result<()> {
             let opts = view.options()?;
             let summary = summarize(&files, &opts)?;
             let mut out = std::io::stdout().lock();
-            trace_merge::summary::render(&summary, &opts, &mut out)?;
+            trace_summary::render(&summary, &opts, &mut out)?;
             Ok(())
         }
         Command::Diff { a, b, view } => {
@@ -412,7 +418,7 @@ fn run(cli: Cli) -> Result<()> {
             let sa = summarize(std::slice::from_ref(&a), &opts)?;
             let sb = summarize(std::slice::from_ref(&b), &opts)?;
             let mut out = std::io::stdout().lock();
-            trace_merge::summary::diff(&sa, &sb, &opts, &mut out)?;
+            trace_summary::diff(&sa, &sb, &opts, &mut out)?;
             Ok(())
         }
         Command::Probes { pid, path, pattern } => probes::list(pid, path, pattern.as_deref()),

@@ -37,6 +37,24 @@ pub fn last_cpu(pid: u32, tid: u32) -> Option<u32> {
         .ok()
 }
 
+/// True when thread `tid` is on a CPU right now: the kernel answers `running` for its
+/// current system call only then (it cannot stop a thread that is on a CPU to look).
+pub fn on_cpu(pid: u32, tid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
+        .is_ok_and(|s| s.trim_end() == "running")
+}
+
+/// The CPU time the kernel has charged thread `tid`, ns (its `sum_exec_runtime`, the first
+/// field of schedstat).
+pub fn exec_ns(pid: u32, tid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// The threads of `pid`, with their names and states.
 pub fn threads(pid: u32) -> Result<Vec<ThreadInfo>> {
     let dir = format!("/proc/{pid}/task");

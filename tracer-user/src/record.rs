@@ -246,8 +246,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     for &pid in &pids {
         for t in procfs::threads(pid)? {
             kernel.trace_thread(t.tid, pid)?;
-            let cpu = procfs::last_cpu(pid, t.tid).unwrap_or(0);
-            kernel.seed_thread(t.tid, stat::state_of_letter(t.state), cpu, seeded_at)?;
+            if opts.stat.is_some() {
+                let seed = tracer_abi::ThreadSched {
+                    since: seeded_at,
+                    state: stat::seed_state(pid, t.tid, t.state),
+                    cpu: procfs::last_cpu(pid, t.tid).unwrap_or(0),
+                    exec_base: procfs::exec_ns(pid, t.tid).unwrap_or(0),
+                    ..Default::default()
+                };
+                kernel.seed_thread(t.tid, seed)?;
+            }
             threads.push(t);
         }
     }

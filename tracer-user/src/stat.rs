@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::Result;
 use trace_file::{
-    syscalls, ChunkKind, FuncWindow, Probe, StatWindow, SysWindow, ThreadInfo, ThreadWindow, Writer,
+    ChunkKind, FuncWindow, Probe, StatWindow, SysWindow, ThreadInfo, ThreadWindow, Writer,
 };
 use tracer_abi::{tstate, HIST_BUCKETS, MAX_SYSCALLS, WAIT_BUCKETS, WAIT_SHIFT};
 
@@ -302,7 +302,7 @@ impl Counting {
         for s in sys.iter().take(10) {
             out += &format!(
                 "{:<20} {:>10.0} {:>8} {:>12} {:>12}\n",
-                syscalls::name(s.nr).unwrap_or("?"),
+                trace_merge::sysclass::name(s.nr),
                 s.calls as f64 / secs,
                 s.errors,
                 human_ns(s.total_ns / s.calls.max(1)),
@@ -331,11 +331,13 @@ pub fn human_ns(ns: u64) -> String {
     }
 }
 
-/// Counting mode's state for a thread seen in /proc at attach.
-pub fn state_of_letter(c: char) -> u32 {
-    match c {
-        'R' => tstate::RUNNING,
-        'D' => tstate::IO,
-        _ => tstate::BLOCKED,
+/// Counting mode's state for a thread seen in /proc at attach: one of the four it keeps
+/// time in (a thread that is already a zombie will not run again). A runnable thread
+/// that is on a CPU right now is running.
+pub fn seed_state(pid: u32, tid: u32, letter: char) -> u32 {
+    match tracer_abi::state_of_proc_letter(u8::try_from(letter).unwrap_or(0)) {
+        Some(tstate::READY) if crate::procfs::on_cpu(pid, tid) => tstate::RUNNING,
+        Some(tstate::EXITED) | None => tstate::BLOCKED,
+        Some(s) => s,
     }
 }

@@ -55,8 +55,8 @@ pub fn run(only: Option<&str>) -> Result<()> {
             "symbolize_bench",
             vec![tracer.display().to_string()],
         ),
-        ("merge", "trace-merge", "convert_bench", vec![]),
-        ("merge", "trace-merge", "summary_bench", vec![]),
+        ("merge", "trace-convert", "convert_bench", vec![]),
+        ("merge", "trace-summary", "summary_bench", vec![]),
     ] {
         if !wanted(section) {
             continue;

@@ -3,6 +3,7 @@
 mod bench;
 mod build;
 mod demo;
+mod golden;
 mod setup;
 mod test;
 
@@ -36,6 +37,15 @@ enum Task {
         #[arg(long)]
         only: Option<String>,
     },
+    /// Write every output of the converters and summaries for synthetic traces into DIR,
+    /// to compare two builds byte for byte.
+    Golden {
+        /// Output directory.
+        dir: std::path::PathBuf,
+        /// Records of the synthetic trace.
+        #[arg(default_value_t = 2_000_000)]
+        records: u64,
+    },
 }
 
 fn main() {
@@ -46,6 +56,7 @@ fn main() {
         Task::Test { args } => test::run(&args),
         Task::Demo => demo::run(),
         Task::Bench { only } => bench::run(only.as_deref()),
+        Task::Golden { dir, records } => golden::run(&dir, records),
     };
     if let Err(e) = result {
         eprintln!("xtask: error: {e:#}");

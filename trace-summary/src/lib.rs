@@ -1,0 +1,690 @@
+//! The aggregator: traces and stat files reduced to the numbers a developer acts on, and
+//! runs compared.
+//!
+//! [`summarize`] reads one or several trace files in one streaming pass over the
+//! [`Timeline`](trace_merge::timeline::Timeline) and returns a [`Summary`]: per probed
+//! function, thread, system call, connection and caller -> callee pair, how often, how
+//! long, and where the time went. Because the timeline knows every thread's scheduler
+//! state, a function's inclusive time is split into running / ready (waiting for a CPU)
+//! / blocked / I/O, which no function profiler can do.
+//!
+//! Memory is flat in the number of records: per-element accumulators with mergeable
+//! log-linear histograms ([`Histogram`]), per-thread stacks, and the connections open at
+//! any instant. Per-connection rows are kept for the slowest
+//! [`SummarizeOptions::max_connections`] only; every connection counts in the aggregates.
+//!
+//! [`render`] writes a summary as an aligned terminal table, JSON (schema in
+//! `docs/summary-json.md`) or CSV; [`diff`] compares two summaries element by element.
+//!
+//! ```no_run
+//! use trace_summary::{summarize, render, SummaryOptions};
+//! let s = summarize(&["run.trace".into()])?;
+//! for f in s.functions() {
+//!     println!("{}: {} calls, {} ns blocked", f.name, f.calls, f.blocked_ns);
+//! }
+//! render(&s, &SummaryOptions::default(), &mut std::io::stdout())?;
+//! # Ok::<(), trace_summary::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod acc;
+mod diff;
+mod hist;
+mod render;
+mod stat;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+pub use diff::{diff, diff_rows, DiffFigures, DiffRow, DIFF_SCHEMA};
+pub use hist::Histogram;
+pub use render::render;
+
+/// Version of the JSON document written by [`render`] (`"schema"` field).
+pub const JSON_SCHEMA: &str = "tracer-summary/1";
+
+/// Everything that can stop a summary. `Display` is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or making sense of the traces failed.
+    #[error("{0}")]
+    Trace(#[from] trace_merge::Error),
+    /// Writing the output failed.
+    #[error("writing the summary: {0}")]
+    Write(#[from] std::io::Error),
+    /// An option has a value that means nothing (unknown sort key, element kind...).
+    #[error("{0}")]
+    Option(String),
+}
+
+/// What the rows of a summary are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum By {
+    /// Probed functions.
+    #[default]
+    Function,
+    /// Kernel threads.
+    Thread,
+    /// System calls (overall, then per thread).
+    Syscall,
+    /// Accepted connections (requests).
+    Connection,
+    /// Caller -> callee pairs among probed functions.
+    CallGraph,
+}
+
+impl By {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            By::Function => "function",
+            By::Thread => "thread",
+            By::Syscall => "syscall",
+            By::Connection => "connection",
+            By::CallGraph => "callgraph",
+        }
+    }
+}
+
+impl FromStr for By {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<By, Error> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "function" | "functions" | "func" => By::Function,
+            "thread" | "threads" => By::Thread,
+            "syscall" | "syscalls" | "system-call" => By::Syscall,
+            "connection" | "connections" | "conn" | "request" | "requests" => By::Connection,
+            "callgraph" | "call-graph" | "calls" => By::CallGraph,
+            _ => {
+                return Err(Error::Option(format!(
+                    "unknown element kind {s:?} (expected function, thread, syscall, connection or callgraph)"
+                )))
+            }
+        })
+    }
+}
+
+/// Output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Aligned columns with human units, for a terminal.
+    #[default]
+    Table,
+    /// One JSON document (`docs/summary-json.md`).
+    Json,
+    /// Comma-separated values with raw numbers (ns, bytes), one header line.
+    Csv,
+}
+
+impl FromStr for Format {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Format, Error> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "table" | "text" => Format::Table,
+            "json" => Format::Json,
+            "csv" => Format::Csv,
+            _ => {
+                return Err(Error::Option(format!(
+                    "unknown format {s:?} (expected table, json or csv)"
+                )))
+            }
+        })
+    }
+}
+
+/// When a function call counts as an error, from its raw return value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorRule {
+    /// The return value, as i64, is negative (`-1`, `-errno`).
+    #[default]
+    Negative,
+    /// The return value is not zero (C status codes).
+    NonZero,
+    /// Functions have no errors.
+    None,
+}
+
+impl FromStr for ErrorRule {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<ErrorRule, Error> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "negative" | "neg" | "<0" => ErrorRule::Negative,
+            "nonzero" | "non-zero" | "!=0" => ErrorRule::NonZero,
+            "none" | "never" => ErrorRule::None,
+            _ => {
+                return Err(Error::Option(format!(
+                    "unknown error rule {s:?} (expected negative, nonzero or none)"
+                )))
+            }
+        })
+    }
+}
+
+/// Limits over which an element is flagged as a hot spot, in every format.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Thresholds {
+    /// Flag `slow`: mean duration (functions, system calls, connections) above this.
+    pub slow_mean_ns: u64,
+    /// Flag `errors`: errors / calls above this fraction.
+    pub error_ratio: f64,
+    /// Flag `ready`: time waiting for a CPU above this fraction of a function's inclusive
+    /// time (of a thread's alive time for threads).
+    pub ready_ratio: f64,
+    /// What a function error is.
+    pub error_if: ErrorRule,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            slow_mean_ns: 200_000_000,
+            error_ratio: 0.25,
+            ready_ratio: 0.20,
+            error_if: ErrorRule::Negative,
+        }
+    }
+}
+
+/// How to render a summary (the `tracer summary` / `tracer diff` options).
+#[derive(Clone, Debug, Default)]
+pub struct SummaryOptions {
+    /// Which elements the rows are (tables and CSV; JSON holds every kind).
+    pub by: By,
+    /// Table, JSON or CSV.
+    pub format: Format,
+    /// Sort key (a column name, see `docs/summary-json.md`); default: total time.
+    pub sort: Option<String>,
+    /// Keep only the first N rows of each list.
+    pub top: Option<usize>,
+    /// Render the per-window figures (the summary must have been made with the same
+    /// window, see [`SummarizeOptions::window_ns`]) instead of the whole-trace ones.
+    pub window_ns: Option<u64>,
+    /// When an element gets a hot-spot flag.
+    pub thresholds: Thresholds,
+}
+
+/// How to summarize (what must be known during the pass).
+#[derive(Clone, Debug)]
+pub struct SummarizeOptions {
+    /// Also accumulate per-window figures, windows of this many ns from the trace start.
+    pub window_ns: Option<u64>,
+    /// Per-connection rows kept (the slowest ones); aggregates count every connection.
+    pub max_connections: usize,
+    /// Fills [`FunctionStats::errors`]; both raw counts are kept whatever the rule.
+    pub error_if: ErrorRule,
+    /// The merge's tuning.
+    pub merge: trace_merge::MergeOptions,
+}
+
+impl Default for SummarizeOptions {
+    fn default() -> Self {
+        SummarizeOptions {
+            window_ns: None,
+            max_connections: 1000,
+            error_if: ErrorRule::Negative,
+            merge: trace_merge::MergeOptions::default(),
+        }
+    }
+}
+
+/// Summarizes traces (one or several files: runs, processes, hosts) with default options.
+pub fn summarize(inputs: &[PathBuf]) -> Result<Summary, Error> {
+    summarize_with(inputs, &SummarizeOptions::default())
+}
+
+/// Summarizes traces with per-window figures (`--window`): see [`Summary::windows`].
+pub fn summarize_windows(inputs: &[PathBuf], window_ns: u64) -> Result<Summary, Error> {
+    let opts = SummarizeOptions {
+        window_ns: Some(window_ns.max(1)),
+        ..SummarizeOptions::default()
+    };
+    summarize_with(inputs, &opts)
+}
+
+/// Summarizes traces: one streaming pass over their merged timeline.
+pub fn summarize_with(inputs: &[PathBuf], opts: &SummarizeOptions) -> Result<Summary, Error> {
+    // Counting-mode files (`tracer stat`) were aggregated by the kernel already.
+    let stat = inputs
+        .iter()
+        .map(stat::is_stat_file)
+        .collect::<Result<Vec<bool>, Error>>()?;
+    if stat.iter().any(|&s| s) {
+        if !stat.iter().all(|&s| s) {
+            return Err(Error::Option(
+                "cannot summarize trace files and stat files together".into(),
+            ));
+        }
+        return stat::summarize_stat(inputs);
+    }
+    acc::run(trace_merge::open(inputs, &opts.merge)?, opts)
+}
+
+/// One input file.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FileInfo {
+    /// The path given.
+    pub path: String,
+    /// The host it was recorded on.
+    pub hostname: String,
+    /// When its recording started, ns since the earliest start of all inputs.
+    pub start_ns: u64,
+    /// Records lost by the kernel (ring buffer full): figures are lower bounds if not 0.
+    pub lost: u64,
+    /// The file ends inside a chunk (recorder killed): the tail is missing.
+    pub truncated: bool,
+}
+
+/// A probed function's figures. Times are ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FunctionStats {
+    /// Demangled name.
+    pub name: String,
+    /// The binary or library it is in.
+    pub binary: String,
+    /// Declaration `file:line`, when debug information had it (for editors).
+    pub source: Option<String>,
+    /// Index in [`Summary::files`] for per-file figures; `None` in the merged figures.
+    pub file: Option<u32>,
+    /// Calls that ended in the trace (returned, unwound, or cut by exit or trace end).
+    pub calls: u64,
+    /// Calls that are errors by the rule in effect.
+    pub errors: u64,
+    /// Calls that returned a negative value (as i64).
+    pub errors_negative: u64,
+    /// Calls that returned a non-zero value.
+    pub errors_nonzero: u64,
+    /// Calls with no return value: unwound (longjmp, exception, lost uretprobe), or cut
+    /// by the thread's exit or the trace's end.
+    pub unfinished: u64,
+    /// Wall time from entry to return; a recursive function's nested activations are
+    /// counted once (in the outermost).
+    pub inclusive_ns: u64,
+    /// Inclusive time minus the time of probed callees on the same thread.
+    pub self_ns: u64,
+    /// Inclusive time spent on a CPU.
+    pub running_ns: u64,
+    /// Inclusive time runnable but waiting for a CPU.
+    pub ready_ns: u64,
+    /// Inclusive time in interruptible sleep (locks, sockets, timers, sleep()).
+    pub blocked_ns: u64,
+    /// Inclusive time in uninterruptible sleep (disk I/O, page faults).
+    pub io_ns: u64,
+    /// Mean duration.
+    pub mean_ns: u64,
+    /// Shortest.
+    pub min_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Longest.
+    pub max_ns: u64,
+    /// Inclusive time as a percentage of the session's duration (over 100 when several
+    /// threads run it at once).
+    pub session_pct: f64,
+    /// System calls made while it was on the stack (in it or its callees).
+    pub syscalls: Vec<InnerSyscall>,
+    /// Hot-spot flags (`slow`, `errors`, `ready`) for the thresholds rendered with.
+    pub flags: Vec<&'static str>,
+    /// Distribution of call durations (every call, nested recursive ones too).
+    #[serde(skip)]
+    pub hist: Histogram,
+}
+
+impl FunctionStats {
+    /// Errors by `rule`.
+    pub fn errors_for(&self, rule: ErrorRule) -> u64 {
+        match rule {
+            ErrorRule::Negative => self.errors_negative,
+            ErrorRule::NonZero => self.errors_nonzero,
+            ErrorRule::None => 0,
+        }
+    }
+}
+
+/// System calls of one kind made inside a function.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct InnerSyscall {
+    /// Its name.
+    pub name: String,
+    /// System call number (x86_64).
+    pub nr: u32,
+    /// Calls.
+    pub calls: u64,
+    /// Calls that returned -errno.
+    pub errors: u64,
+    /// Time in the calls.
+    pub total_ns: u64,
+    /// Bytes returned by read-like calls.
+    pub bytes_read: u64,
+    /// Bytes returned by write-like calls.
+    pub bytes_written: u64,
+}
+
+/// A thread's figures. Times are ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ThreadStats {
+    /// Index in [`Summary::files`].
+    pub file: u32,
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Process id.
+    pub tgid: u32,
+    /// Process name (executable).
+    pub process: String,
+    /// Latest thread name.
+    pub name: String,
+    /// On a CPU.
+    pub running_ns: u64,
+    /// Runnable, waiting for a CPU.
+    pub ready_ns: u64,
+    /// In interruptible sleep (locks, sockets, timers).
+    pub blocked_ns: u64,
+    /// In uninterruptible sleep (disk I/O, page faults).
+    pub io_ns: u64,
+    /// Before its first record (it existed but the trace knew nothing of it).
+    pub unknown_ns: u64,
+    /// Before it was created.
+    pub not_created_ns: u64,
+    /// After it exited.
+    pub exited_ns: u64,
+    /// Left the CPU to sleep (blocked or I/O).
+    pub voluntary_switches: u64,
+    /// Left the CPU still runnable (preempted).
+    pub involuntary_switches: u64,
+    /// Wakeups of other traced threads it made (received by them).
+    pub wakeups_sent: u64,
+    /// Wakeups by traced threads it received (wakeups by interrupts are not counted).
+    pub wakeups_received: u64,
+    /// Times it started running on another CPU than the last one.
+    pub migrations: u64,
+    /// System calls made.
+    pub syscalls: u64,
+    /// System calls that returned -errno.
+    pub syscall_errors: u64,
+    /// Time inside system calls (entry to exit).
+    pub syscall_ns: u64,
+    /// Probed function calls made (every depth).
+    pub function_calls: u64,
+    /// Waits for a CPU (runnable until it ran: scheduling delay, as `perf sched
+    /// latency` reports it), their 99th percentile and longest (from counting-mode files,
+    /// at log2 bucket middles); `None` for counting-mode files of earlier versions.
+    pub ready_waits: Option<u64>,
+    /// The 99th percentile of those waits.
+    pub ready_p99_ns: Option<u64>,
+    /// The longest of those waits.
+    pub ready_max_ns: Option<u64>,
+    /// Hot-spot flags for the thresholds rendered with.
+    pub flags: Vec<&'static str>,
+}
+
+/// Calls of one errno.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ErrnoCount {
+    /// The error number.
+    pub errno: u32,
+    /// `EAGAIN`... or `errno N`.
+    pub name: String,
+    /// Calls that returned it.
+    pub count: u64,
+}
+
+/// A system call's figures, overall or for one thread. Times are ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SyscallStats {
+    /// Its name.
+    pub name: String,
+    /// System call number (x86_64).
+    pub nr: u32,
+    /// Index in [`Summary::files`] for per-thread figures; `None` when merged.
+    pub file: Option<u32>,
+    /// The thread (per-thread figures only).
+    pub tid: Option<u32>,
+    /// The thread's name (per-thread figures only).
+    pub thread: Option<String>,
+    /// Calls.
+    pub calls: u64,
+    /// Returned -errno.
+    pub errors: u64,
+    /// Errors by errno, most frequent first.
+    pub errnos: Vec<ErrnoCount>,
+    /// Calls that did not return in the trace (exit, cut by the trace's end).
+    pub unfinished: u64,
+    /// Time of calls whose entry was recorded (a call under way at attach has none).
+    pub total_ns: u64,
+    /// Mean duration.
+    pub mean_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Longest.
+    pub max_ns: u64,
+    /// Bytes returned by read-like calls.
+    pub bytes_read: u64,
+    /// Bytes returned by write-like calls.
+    pub bytes_written: u64,
+    /// Hot-spot flags for the thresholds rendered with.
+    pub flags: Vec<&'static str>,
+    /// Distribution of the durations.
+    #[serde(skip)]
+    pub hist: Histogram,
+}
+
+/// One connection (accepted socket): a request, or a keep-alive series of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Connection {
+    /// Connection id (the timeline's: 1, 2... in order of acceptance, across files).
+    pub id: u32,
+    /// Index in [`Summary::files`].
+    pub file: u32,
+    /// Process id.
+    pub tgid: u32,
+    /// The accept's return, ns since the trace start.
+    pub accepted_ns: u64,
+    /// Accept to close (or to its last operation when the close was not seen).
+    pub service_ns: u64,
+    /// The close was seen.
+    pub closed: bool,
+    /// Bytes returned by read-like calls.
+    pub bytes_read: u64,
+    /// Bytes returned by write-like calls.
+    pub bytes_written: u64,
+    /// System calls on it (after the accept).
+    pub operations: u64,
+    /// Connections of its process in service when it was accepted, itself included.
+    pub concurrent_at_start: u32,
+    /// Tids of the threads that operated on it (accepting thread first; at most 8).
+    pub threads: Vec<u32>,
+    /// Hot-spot flags for the thresholds rendered with.
+    pub flags: Vec<&'static str>,
+}
+
+/// Connections accepted with the same number of connections in service.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ConcurrencyRow {
+    /// Connections in service at acceptance (itself included).
+    pub concurrency: u32,
+    /// Connections accepted at that concurrency.
+    pub connections: u64,
+    /// Their service time, in all.
+    pub service_ns: u64,
+    /// Their mean service time.
+    pub mean_service_ns: u64,
+    /// Bytes they moved (read and written).
+    pub bytes: u64,
+    /// Service time per byte moved (read + written): eDragon's saturation curve.
+    pub ns_per_byte: f64,
+}
+
+/// Connection figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ConnectionStats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Closes seen.
+    pub closed: u64,
+    /// In service when the trace ended.
+    pub open_at_end: u64,
+    /// Bytes returned by read-like calls.
+    pub bytes_read: u64,
+    /// Bytes returned by write-like calls.
+    pub bytes_written: u64,
+    /// Service time of all connections.
+    pub service_total_ns: u64,
+    /// Mean service time.
+    pub service_mean_ns: u64,
+    /// Median service time.
+    pub service_p50_ns: u64,
+    /// 90th percentile of service times.
+    pub service_p90_ns: u64,
+    /// 99th percentile of service times.
+    pub service_p99_ns: u64,
+    /// Longest service time.
+    pub service_max_ns: u64,
+    /// Most connections of one process in service at once.
+    pub max_concurrency: u32,
+    /// Time per byte against concurrency, by concurrency at acceptance.
+    pub by_concurrency: Vec<ConcurrencyRow>,
+    /// The slowest connections (at most [`SummarizeOptions::max_connections`]).
+    pub connections: Vec<Connection>,
+    /// Hot-spot flags for the thresholds rendered with.
+    pub flags: Vec<&'static str>,
+    /// Distribution of the durations.
+    #[serde(skip)]
+    pub hist: Histogram,
+}
+
+/// Calls from one probed function to another (directly, on the same thread).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CallEdge {
+    /// The calling function.
+    pub caller: String,
+    /// The called function.
+    pub callee: String,
+    /// Index in [`Summary::files`] for per-file figures; `None` when merged.
+    pub file: Option<u32>,
+    /// Calls.
+    pub calls: u64,
+    /// Inclusive time of the callee in these calls.
+    pub total_ns: u64,
+    /// Mean duration.
+    pub mean_ns: u64,
+    /// Longest.
+    pub max_ns: u64,
+}
+
+/// The figures of one scope: the whole trace, one file or one window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Section {
+    /// Duration of the scope, ns.
+    pub duration_ns: u64,
+    /// Per probed function.
+    pub functions: Vec<FunctionStats>,
+    /// Per thread.
+    pub threads: Vec<ThreadStats>,
+    /// Per system call, all threads together.
+    pub syscalls: Vec<SyscallStats>,
+    /// Per thread and system call.
+    pub syscalls_by_thread: Vec<SyscallStats>,
+    /// Accepted connections.
+    pub connections: ConnectionStats,
+    /// Caller -> callee pairs among probed functions.
+    pub call_graph: Vec<CallEdge>,
+}
+
+/// A time window's figures (`--window`): spans and system calls count in the window
+/// where they end, thread-state time is split exactly at window boundaries.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Window {
+    /// Start, ns since the trace start.
+    pub start_ns: u64,
+    /// End (exclusive), ns since the trace start.
+    pub end_ns: u64,
+    /// Its figures.
+    #[serde(flatten)]
+    pub section: Section,
+}
+
+/// A summary of one or several traces.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// [`JSON_SCHEMA`].
+    pub schema: &'static str,
+    /// The input files, in the order given.
+    pub files: Vec<FileInfo>,
+    /// Records read.
+    pub records: u64,
+    /// Records lost by the kernel, all files.
+    pub lost: u64,
+    /// Merged figures of all files (functions and system calls of the same name add up).
+    #[serde(flatten)]
+    pub total: Section,
+    /// Figures of each file, in [`Summary::files`] order.
+    pub per_file: Vec<Section>,
+    /// Window length when per-window figures were made.
+    pub window_ns: Option<u64>,
+    /// Per-window figures (made with a window length).
+    pub windows: Vec<Window>,
+    /// Anomalies of the trace worth knowing when reading the figures.
+    pub notes: Vec<String>,
+}
+
+impl Summary {
+    /// Session length, ns (from the earliest start to the end of the trace).
+    pub fn duration_ns(&self) -> u64 {
+        self.total.duration_ns
+    }
+    /// Functions, all files merged.
+    pub fn functions(&self) -> &[FunctionStats] {
+        &self.total.functions
+    }
+    /// The function called `name` (all files merged), if it was called.
+    pub fn function(&self, name: &str) -> Option<&FunctionStats> {
+        self.total.functions.iter().find(|f| f.name == name)
+    }
+    /// Threads of all files.
+    pub fn threads(&self) -> &[ThreadStats] {
+        &self.total.threads
+    }
+    /// The first thread with this tid.
+    pub fn thread(&self, tid: u32) -> Option<&ThreadStats> {
+        self.total.threads.iter().find(|t| t.tid == tid)
+    }
+    /// System calls, all threads and files merged.
+    pub fn syscalls(&self) -> &[SyscallStats] {
+        &self.total.syscalls
+    }
+    /// The system call called `name`, all threads merged.
+    pub fn syscall(&self, name: &str) -> Option<&SyscallStats> {
+        self.total.syscalls.iter().find(|s| s.name == name)
+    }
+    /// System calls per thread.
+    pub fn syscalls_by_thread(&self) -> &[SyscallStats] {
+        &self.total.syscalls_by_thread
+    }
+    /// Connections, all files merged.
+    pub fn connections(&self) -> &ConnectionStats {
+        &self.total.connections
+    }
+    /// Caller -> callee pairs, all files merged.
+    pub fn call_graph(&self) -> &[CallEdge] {
+        &self.total.call_graph
+    }
+    /// The caller -> callee edge, if any call was seen.
+    pub fn call_edge(&self, caller: &str, callee: &str) -> Option<&CallEdge> {
+        (self.total.call_graph.iter()).find(|e| e.caller == caller && e.callee == callee)
+    }
+    /// Figures of file `i` alone.
+    pub fn file(&self, i: usize) -> Option<&Section> {
+        self.per_file.get(i)
+    }
+}

@@ -1,0 +1,317 @@
+//! Summaries of counting-mode files (`tracer stat`): the kernel already aggregated, so the
+//! windows are added up instead of replaying a timeline. The figures fill the same
+//! [`Summary`] as a full trace, so tables, JSON and diff are the same; what counting
+//! cannot know (self time, the state split inside a function, connections) stays zero and
+//! a note says so.
+
+use std::{collections::BTreeMap, fs::File, io::BufReader, path::PathBuf};
+
+use trace_file::meta::WAIT_HIST_SHIFT;
+use trace_file::{ChunkKind, Probe, Reader, StatWindow, ThreadInfo, TraceHeader};
+
+use crate::{
+    Error, FileInfo, FunctionStats, Histogram, Section, Summary, SyscallStats, ThreadStats, Window,
+    JSON_SCHEMA,
+};
+use trace_merge::sysclass;
+
+/// One stat file's chunks.
+struct StatFile {
+    path: PathBuf,
+    header: TraceHeader,
+    probes: Vec<Probe>,
+    threads: Vec<ThreadInfo>,
+    windows: Vec<StatWindow>,
+    truncated: bool,
+}
+
+/// True when `path` was written by `tracer stat` (its header says so).
+pub fn is_stat_file(path: &PathBuf) -> Result<bool, Error> {
+    let file = File::open(path).map_err(|e| trace_err(path, e.into()))?;
+    let mut r = Reader::new(BufReader::new(file)).map_err(|e| trace_err(path, e))?;
+    match r.next_chunk().map_err(|e| trace_err(path, e))? {
+        Some(c) if c.kind == ChunkKind::Header => {
+            let h: TraceHeader = c.meta().map_err(|e| trace_err(path, e))?;
+            Ok(h.mode == "stat")
+        }
+        _ => Ok(false),
+    }
+}
+
+fn trace_err(path: &std::path::Path, e: trace_file::Error) -> Error {
+    Error::Trace(trace_merge::Error::Trace {
+        path: path.to_path_buf(),
+        source: e,
+    })
+}
+
+fn read(path: &PathBuf) -> Result<StatFile, Error> {
+    let file = File::open(path).map_err(|e| trace_err(path, e.into()))?;
+    let mut r = Reader::new(BufReader::new(file)).map_err(|e| trace_err(path, e))?;
+    let mut f = StatFile {
+        path: path.clone(),
+        header: TraceHeader::default(),
+        probes: vec![],
+        threads: vec![],
+        windows: vec![],
+        truncated: false,
+    };
+    while let Some(c) = r.next_chunk().map_err(|e| trace_err(path, e))? {
+        let meta_err = |e| trace_err(path, e);
+        match c.kind {
+            ChunkKind::Header => f.header = c.meta().map_err(meta_err)?,
+            ChunkKind::Probes => f.probes.extend(c.meta::<Vec<Probe>>().map_err(meta_err)?),
+            ChunkKind::Threads => f
+                .threads
+                .extend(c.meta::<Vec<ThreadInfo>>().map_err(meta_err)?),
+            ChunkKind::Window => f.windows.push(c.meta().map_err(meta_err)?),
+            _ => {}
+        }
+    }
+    f.truncated = r.truncated_at().is_some();
+    Ok(f)
+}
+
+/// Summarizes counting-mode files. Per-window figures are the files' own windows.
+pub fn summarize_stat(inputs: &[PathBuf]) -> Result<Summary, Error> {
+    let files: Vec<StatFile> = inputs.iter().map(read).collect::<Result<_, _>>()?;
+    let start = files.iter().map(|f| f.header.start_ns).min().unwrap_or(0);
+    let mut summary = Summary {
+        schema: JSON_SCHEMA,
+        ..Default::default()
+    };
+    let mut total = Acc::default();
+    for (i, f) in files.iter().enumerate() {
+        summary.files.push(FileInfo {
+            path: f.path.display().to_string(),
+            hostname: f.header.hostname.clone(),
+            start_ns: f.header.start_ns - start,
+            lost: f.windows.last().map_or(0, |w| w.dropped),
+            truncated: f.truncated,
+        });
+        let mut one = Acc::default();
+        for w in &f.windows {
+            one.add(f, w);
+            total.add(f, w);
+            let mut wacc = Acc::default();
+            wacc.add(f, w);
+            summary.windows.push(Window {
+                start_ns: w.start_ns.saturating_sub(start),
+                end_ns: w.end_ns.saturating_sub(start),
+                section: wacc.section(Some(i as u32)),
+            });
+        }
+        summary.per_file.push(one.section(Some(i as u32)));
+        if f.windows.iter().any(|w| w.dropped > 0) {
+            summary.notes.push(format!(
+                "{}: the kernel maps had no room for {} updates",
+                f.path.display(),
+                f.windows.last().map_or(0, |w| w.dropped)
+            ));
+        }
+    }
+    summary.total = total.section(None);
+    estimate_from_samples(inputs, &mut summary)?;
+    summary.window_ns = files
+        .iter()
+        .flat_map(|f| f.windows.first())
+        .map(|w| w.end_ns - w.start_ns)
+        .next();
+    summary.notes.push(
+        "counting mode: self time equals inclusive time; state split inside functions only from samples (--sample N); no connections"
+            .into(),
+    );
+    Ok(summary)
+}
+
+/// Figures added up over windows.
+#[derive(Default)]
+struct Acc {
+    start: Option<u64>,
+    end: u64,
+    functions: BTreeMap<String, FunctionStats>,
+    threads: BTreeMap<(u32, u32), ThreadStats>,
+    /// Per thread, its waits for a CPU by length (files that keep them).
+    waits: BTreeMap<(u32, u32), Histogram>,
+    syscalls: BTreeMap<u32, SyscallStats>,
+}
+
+impl Acc {
+    fn add(&mut self, f: &StatFile, w: &StatWindow) {
+        self.start = Some(self.start.map_or(w.start_ns, |s| s.min(w.start_ns)));
+        self.end = self.end.max(w.end_ns);
+        for fw in &w.functions {
+            let Some(p) = f.probes.iter().find(|p| p.id == fw.id) else {
+                continue;
+            };
+            let s = self
+                .functions
+                .entry(p.name.clone())
+                .or_insert_with(|| FunctionStats {
+                    name: p.name.clone(),
+                    binary: p.binary.clone(),
+                    source: p.source.clone(),
+                    ..Default::default()
+                });
+            s.calls += fw.calls;
+            s.errors_negative += fw.errors;
+            s.errors = s.errors_negative;
+            s.inclusive_ns += fw.total_ns;
+            s.self_ns += fw.total_ns;
+            // Log2 buckets: each call counts at its bucket's geometric middle.
+            for (b, &n) in fw.hist.iter().enumerate() {
+                let lo = 1u64 << b;
+                s.hist.record_n(lo + lo / 2, n);
+            }
+        }
+        for t in &w.threads {
+            let name = if t.name.is_empty() {
+                f.threads
+                    .iter()
+                    .find(|x| x.tid == t.tid)
+                    .map(|x| x.name.clone())
+                    .unwrap_or_default()
+            } else {
+                t.name.clone()
+            };
+            let s = self
+                .threads
+                .entry((t.tgid, t.tid))
+                .or_insert_with(|| ThreadStats {
+                    tid: t.tid,
+                    tgid: t.tgid,
+                    name,
+                    // The process is named after its main thread.
+                    process: f
+                        .threads
+                        .iter()
+                        .find(|x| x.tid == t.tgid)
+                        .map(|x| x.name.clone())
+                        .unwrap_or_default(),
+                    ..Default::default()
+                });
+            s.running_ns += t.running_ns;
+            s.ready_ns += t.ready_ns;
+            s.blocked_ns += t.blocked_ns;
+            s.io_ns += t.io_ns;
+            s.voluntary_switches += t.voluntary;
+            s.involuntary_switches += t.involuntary;
+            s.wakeups_sent += t.wakeups_sent;
+            s.wakeups_received += t.wakeups_received;
+            s.migrations += t.migrations;
+            if !t.wait_hist.is_empty() {
+                *s.ready_waits.get_or_insert(0) += t.wait_hist.iter().sum::<u64>();
+                let h = self.waits.entry((t.tgid, t.tid)).or_default();
+                // Log2 buckets: each wait counts at its bucket's geometric middle.
+                for (b, &n) in t.wait_hist.iter().enumerate() {
+                    let lo = 1u64 << (b as u32 + WAIT_HIST_SHIFT);
+                    h.record_n(lo + lo / 2, n);
+                }
+            }
+            s.syscalls += t.syscalls;
+            s.syscall_ns += t.syscall_ns;
+        }
+        for c in &w.syscalls {
+            let class = sysclass::class(c.nr);
+            let s = self.syscalls.entry(c.nr).or_insert_with(|| SyscallStats {
+                name: sysclass::name(c.nr).into_owned(),
+                nr: c.nr,
+                ..Default::default()
+            });
+            s.calls += c.calls;
+            s.errors += c.errors;
+            s.total_ns += c.total_ns;
+            if class.reads {
+                s.bytes_read += c.positive_sum;
+            } else if class.writes {
+                s.bytes_written += c.positive_sum;
+            }
+        }
+    }
+
+    fn section(&self, file: Option<u32>) -> Section {
+        let duration = self.end.saturating_sub(self.start.unwrap_or(self.end));
+        let functions = self
+            .functions
+            .values()
+            .map(|s| {
+                let mut s = s.clone();
+                s.file = file;
+                finish_hist(&s.hist.clone(), &mut s);
+                s.session_pct = if duration > 0 {
+                    100.0 * s.inclusive_ns as f64 / duration as f64
+                } else {
+                    0.0
+                };
+                s
+            })
+            .collect();
+        let threads = self
+            .threads
+            .iter()
+            .map(|(key, t)| {
+                let waits = self.waits.get(key);
+                ThreadStats {
+                    file: file.unwrap_or(0),
+                    ready_p99_ns: waits.map(|h| h.quantile(0.99)),
+                    ready_max_ns: waits.map(|h| h.max()),
+                    ..t.clone()
+                }
+            })
+            .collect();
+        let syscalls = self
+            .syscalls
+            .values()
+            .map(|s| SyscallStats {
+                file,
+                mean_ns: s.total_ns / s.calls.max(1),
+                ..s.clone()
+            })
+            .collect();
+        Section {
+            duration_ns: duration,
+            functions,
+            threads,
+            syscalls,
+            ..Default::default()
+        }
+    }
+}
+
+fn finish_hist(h: &Histogram, s: &mut FunctionStats) {
+    s.mean_ns = s.inclusive_ns / s.calls.max(1);
+    s.min_ns = h.min();
+    s.p50_ns = h.quantile(0.50);
+    s.p90_ns = h.quantile(0.90);
+    s.p99_ns = h.quantile(0.99);
+    s.max_ns = h.max();
+}
+
+/// With `tracer stat --sample N`, one call in N per function was recorded in full. Their
+/// state split (running / ready / blocked / I/O) per call, scaled by the exact call count
+/// and time of the counters, estimates the split of all calls; such figures are flagged
+/// `estimated` and a note gives the sample sizes.
+fn estimate_from_samples(inputs: &[PathBuf], summary: &mut Summary) -> Result<(), Error> {
+    let timeline = trace_merge::open(inputs, &trace_merge::MergeOptions::default())?;
+    let sampled = crate::acc::run(timeline, &crate::SummarizeOptions::default())?;
+    for f in summary.total.functions.iter_mut() {
+        let Some(s) = sampled.function(&f.name) else {
+            continue;
+        };
+        let split = s.running_ns + s.ready_ns + s.blocked_ns + s.io_ns;
+        if s.calls == 0 || split == 0 {
+            continue;
+        }
+        let scale = |part: u64| (part as u128 * f.inclusive_ns as u128 / split as u128) as u64;
+        f.running_ns = scale(s.running_ns);
+        f.ready_ns = scale(s.ready_ns);
+        f.blocked_ns = scale(s.blocked_ns);
+        f.io_ns = scale(s.io_ns);
+        f.flags.push("estimated");
+        summary.notes.push(format!(
+            "{}: state split estimated from {} sampled calls of {}",
+            f.name, s.calls, f.calls
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,4 @@
+//! Conformance checkers of the writers' outputs.
+
+pub mod chrome;
+pub mod paraver;
