@@ -7,9 +7,19 @@
 //! * [`Symbolizer`] turns addresses (per binary or per process) into inlined
 //!   frames with file:line, caching parsed binaries.
 //!
+//! * [`resolve_usdt`] and [`list_usdt`] find USDT probes (`.note.stapsdt`)
+//!   with their semaphores and typed argument locations.
+//!
 //! Symbols come from `.symtab`, `.dynsym`, separate debug files (build-id and
 //! `.gnu_debuglink`) and MiniDebugInfo; source lines come from DWARF 4/5
 //! (compressed sections, dwz supplementary files and split DWARF included).
+//! Go binaries are also read through their runtime's own table
+//! (`.gopclntab`), which stripped Go binaries keep: names, sizes, lines and
+//! inlined frames; a Go function's [`FunctionMatch`] says where its entry
+//! probe is safe and where its returns are ([`Exit`]), since a uretprobe
+//! would crash a Go program.
+
+#![warn(missing_docs)]
 
 mod binary;
 mod demangle;

@@ -418,3 +418,84 @@ fn go_specs_resolve_on_stripped_binaries() {
         );
     }
 }
+
+/// (file offset, size, address) of a section, from readelf.
+fn section(bin: &Path, name: &str) -> (usize, usize, u64) {
+    let out = run(Command::new("readelf").args(["-S", "-W"]).arg(bin));
+    let l = out
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == name))
+        .unwrap();
+    let f: Vec<&str> = l.split(']').nth(1).unwrap().split_whitespace().collect();
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+    (hex(f[3]) as usize, hex(f[4]) as usize, hex(f[2]))
+}
+
+/// A real table, truncated and bit-flipped, through the pure parser and
+/// through whole corrupted binaries: errors or answers, never a panic.
+#[test]
+fn corrupted_real_pclntabs_do_not_panic() {
+    let b = &go_builds()[0];
+    let real = std::fs::read(&b.stripped).unwrap();
+    let (off, size, _) = section(&b.stripped, ".gopclntab");
+    let (text, ..) = section(&b.stripped, ".text");
+    let tab = &real[off..off + size];
+    let t = symbolizer::parse_gopclntab(tab, text as u64).unwrap();
+    let fns = t.functions();
+    assert_eq!(
+        fns.iter().filter(|f| !f.foreign).count(),
+        list(&path(&b.stripped), None)
+            .unwrap()
+            .iter()
+            .filter(|m| m.language == Language::Go)
+            .count()
+    );
+    let pcs: Vec<u64> = fns.iter().step_by(97).map(|f| f.entry + 3).collect();
+    for cut in (0..size).step_by(size / 40) {
+        if let Ok(t) = symbolizer::parse_gopclntab(&tab[..cut], 0) {
+            let _ = t.functions();
+            pcs.iter().for_each(|&pc| drop(t.lookup(pc)));
+        }
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..200 {
+        let mut c = tab.to_vec();
+        for _ in 0..4 {
+            // Headers and function structs are near the start and the end.
+            let r = rng();
+            let at = if r & 1 == 0 {
+                (r >> 8) as usize % 256
+            } else {
+                (r >> 8) as usize % size
+            };
+            c[at] ^= 1 << (r >> 3 & 7);
+        }
+        if let Ok(t) = symbolizer::parse_gopclntab(&c, 0) {
+            let _ = t.functions();
+            pcs.iter().for_each(|&pc| drop(t.lookup(pc)));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..12 {
+        let mut c = real.clone();
+        for _ in 0..6 {
+            let r = rng();
+            c[off + (r >> 8) as usize % if i % 2 == 0 { 512 } else { size }] ^= 1 << (r & 7);
+        }
+        let p = dir.path().join(format!("g{i}"));
+        std::fs::write(&p, &c).unwrap();
+        match list(&path(&p), Some("main.*")) {
+            Ok(_) => {}
+            Err(e) => assert!(!e.to_string().contains('\n'), "{e}"),
+        }
+        let _ = resolve(&path(&p), "main.handler", &Options::default());
+        let mut s = Symbolizer::new();
+        pcs.iter().for_each(|&pc| drop(s.symbolize(&p, pc)));
+    }
+}
