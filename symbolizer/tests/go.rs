@@ -499,3 +499,72 @@ fn corrupted_real_pclntabs_do_not_panic() {
         pcs.iter().for_each(|&pc| drop(s.symbolize(&p, pc)));
     }
 }
+
+/// On a running server: a uprobe at the entry of a function whose stack
+/// grows fires once more per growth, one after the stack check exactly once
+/// per call. Counted by the kernel (tracefs uprobe_profile); needs root.
+#[test]
+fn go_entry_probe_after_stack_check_fires_once_per_call() {
+    use std::io::{BufRead, Read, Write};
+    let tracing = Path::new("/sys/kernel/tracing");
+    if !tracing.join("uprobe_events").exists() {
+        eprintln!("skipping: no tracefs uprobe_events (not root?)");
+        return;
+    }
+    let b = &go_builds()[0];
+    let m = one(&path(&b.stripped), "main.depth");
+    assert!(m.skipped > 0);
+    let mut child = Command::new(&b.stripped)
+        .args(["-addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().to_string();
+    let group = format!("symtest{}", std::process::id());
+    let events = |text: String| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(tracing.join("uprobe_events"))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    let bin = m.binary.to_string_lossy();
+    let entry = m.file_offset - m.skipped;
+    events(format!("p:{group}/at0 {bin}:{entry:#x}\n"));
+    events(format!("p:{group}/after {bin}:{:#x}\n", m.file_offset));
+    std::fs::write(tracing.join(format!("events/{group}/enable")), "1").unwrap();
+    let n = 3000;
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(s, "GET /work?n={n} HTTP/1.0\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let profile = std::fs::read_to_string(tracing.join("uprobe_profile")).unwrap();
+    let hits = |ev: &str| -> u64 {
+        profile
+            .lines()
+            .find(|l| {
+                l.contains(&format!("{group}/{ev}")) || l.split_whitespace().nth(1) == Some(ev)
+            })
+            .and_then(|l| l.split_whitespace().last()?.parse().ok())
+            .unwrap_or_else(|| panic!("{ev} not in {profile}"))
+    };
+    let (at0, after) = (hits("at0"), hits("after"));
+    std::fs::write(tracing.join(format!("events/{group}/enable")), "0").unwrap();
+    events(format!("-:{group}/at0\n-:{group}/after\n"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(reply.contains("200 OK"), "{reply}");
+    assert_eq!(after, n + 1, "one hit per call of main.depth");
+    assert!(
+        at0 > after,
+        "the entry probe fires again after each stack growth: {at0} vs {after}"
+    );
+    eprintln!(
+        "{}: main.depth({n}): {after} calls, entry probe {at0} hits",
+        b.version
+    );
+}
