@@ -312,13 +312,16 @@ pub(crate) fn minidebuginfo_elf(bin: &ElfInfo) -> Option<ElfInfo> {
 }
 
 impl SymbolIndex {
-    /// Builds the index from the binary, its debug file and MiniDebugInfo.
-    pub fn build(bin: &ElfInfo, debug: Option<&ElfInfo>) -> SymbolIndex {
-        let mut syms = Vec::new();
+    /// Builds the index from the binary, its debug file and MiniDebugInfo;
+    /// `go` holds a Go binary's functions from its pclntab, which come first
+    /// so that their names win over `.symtab`'s spellings of the same
+    /// functions (`.abi0` suffixes) and stay when the binary is stripped.
+    pub fn build(bin: &ElfInfo, debug: Option<&ElfInfo>, go: Vec<RawSym>) -> SymbolIndex {
+        let mut complete = bin.has_symtab || !go.is_empty();
+        let mut syms = go;
         let f = bin.object();
         collect_syms(&f, false, &mut syms);
         collect_syms(&f, true, &mut syms);
-        let mut complete = bin.has_symtab;
         if let Some(d) = debug {
             if d.has_symtab {
                 collect_syms(&d.object(), false, &mut syms);

@@ -1,110 +1,79 @@
-//! Shell-style globbing for function names and "did you mean" suggestions.
+//! Shell-style globbing for function and probe names (globset) and "did you
+//! mean" suggestions (strsim's Levenshtein distance).
 
 /// True if `s` contains glob metacharacters.
 pub(crate) fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
-/// Matches `text` against a glob with `*`, `?`, `[abc]`, `[a-z]` and `[!x]`/`[^x]`.
+/// A compiled glob (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`/`[^x]`) over function
+/// and probe names. `*` crosses `/` (Go package paths) and braces are
+/// literal (Go's `interface {}`); an unclosed `[` is literal too. A name
+/// equal to the pattern always matches, so a Go generic such as
+/// `main.Map[go.shape.int]` can be given as it is spelled.
+pub(crate) struct Matcher {
+    literal: String,
+    glob: Option<globset::GlobMatcher>,
+}
+
+impl Matcher {
+    pub fn new(pat: &str) -> Matcher {
+        let glob = is_glob(pat)
+            .then(|| {
+                globset::GlobBuilder::new(&escape_braces(pat))
+                    .literal_separator(false)
+                    .backslash_escape(false)
+                    .allow_unclosed_class(true)
+                    .build()
+                    .ok()
+            })
+            .flatten()
+            .map(|g| g.compile_matcher());
+        Matcher {
+            literal: pat.to_string(),
+            glob,
+        }
+    }
+
+    pub fn matches(&self, text: &str) -> bool {
+        text == self.literal
+            || self
+                .glob
+                .as_ref()
+                .is_some_and(|g| g.is_match(std::path::Path::new(text)))
+    }
+}
+
+/// `{a,b}` alternation is not part of the syntax here: braces outside a
+/// class become one-character classes.
+fn escape_braces(pat: &str) -> String {
+    let mut out = String::with_capacity(pat.len());
+    let mut in_class = false;
+    for c in pat.chars() {
+        match c {
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            '{' | '}' if !in_class => {
+                out.push('[');
+                out.push(c);
+                out.push(']');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Matches `text` against a glob (see [`Matcher`]).
+#[cfg(test)]
 pub(crate) fn glob_match(pat: &str, text: &str) -> bool {
-    let p: Vec<char> = pat.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    // Iterative matcher with single-star backtracking: linear in practice,
-    // no recursion blow-up on patterns like `*a*a*a*`.
-    let (mut pi, mut ti) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() {
-            match p[pi] {
-                '*' => {
-                    star = Some((pi, ti));
-                    pi += 1;
-                    continue;
-                }
-                '?' => {
-                    pi += 1;
-                    ti += 1;
-                    continue;
-                }
-                '[' => {
-                    if let Some((matched, next)) = class_match(&p, pi, t[ti]) {
-                        if matched {
-                            pi = next;
-                            ti += 1;
-                            continue;
-                        }
-                    } else if t[ti] == '[' {
-                        // Unterminated class: treat `[` literally.
-                        pi += 1;
-                        ti += 1;
-                        continue;
-                    }
-                }
-                c => {
-                    if c == t[ti] {
-                        pi += 1;
-                        ti += 1;
-                        continue;
-                    }
-                }
-            }
-        }
-        match star {
-            Some((sp, st)) => {
-                pi = sp + 1;
-                ti = st + 1;
-                star = Some((sp, st + 1));
-            }
-            None => return false,
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
-
-/// Returns (matched, index after the class), or None if the class is unterminated.
-fn class_match(p: &[char], start: usize, c: char) -> Option<(bool, usize)> {
-    let mut i = start + 1;
-    let negate = i < p.len() && (p[i] == '!' || p[i] == '^');
-    if negate {
-        i += 1;
-    }
-    let mut matched = false;
-    let mut first = true;
-    while i < p.len() && (p[i] != ']' || first) {
-        first = false;
-        if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
-            if p[i] <= c && c <= p[i + 2] {
-                matched = true;
-            }
-            i += 3;
-        } else {
-            if p[i] == c {
-                matched = true;
-            }
-            i += 1;
-        }
-    }
-    if i >= p.len() {
-        return None;
-    }
-    Some((matched != negate, i + 1))
-}
-
-/// Levenshtein distance, bounded to keep suggestion search cheap on huge tables.
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for i in 1..=a.len() {
-        cur[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
+    Matcher::new(pat).matches(text)
 }
 
 /// Up to `n` names closest to `want`: substring hits first, then by edit distance.
@@ -121,7 +90,7 @@ pub(crate) fn suggest<'a>(
         let score = if ln.contains(&lw) || (lw.len() >= 4 && lw.contains(&ln) && ln.len() >= 4) {
             Some(0)
         } else if name.len().abs_diff(want.len()) <= max_dist {
-            let d = edit_distance(&lw, &ln);
+            let d = strsim::levenshtein(&lw, &ln);
             (d <= max_dist).then_some(d + 1)
         } else {
             None
@@ -158,6 +127,17 @@ mod tests {
         assert!(glob_match("*a*a*", "banana"));
         assert!(!glob_match("*z*", "banana"));
         assert!(glob_match("ns::*", "ns::Class::method(int)"));
+        // Go names: `*` crosses package paths, brackets and braces as spelled.
+        assert!(glob_match("net/*.serve", "net/http.(*conn).serve"));
+        assert!(glob_match(
+            "main.Map[go.shape.int_0]",
+            "main.Map[go.shape.int_0]"
+        ));
+        assert!(glob_match("type:.eq.*{}", "type:.eq.interface {}"));
+        assert!(!glob_match("a{b,c}", "ab"));
+        assert!(glob_match("a[b", "a[b"));
+        assert!(glob_match("[^a]x", "bx"));
+        assert!(glob_match("a\\*", "a\\b"));
     }
 
     #[test]

@@ -7,25 +7,42 @@
 //! * [`Symbolizer`] turns addresses (per binary or per process) into inlined
 //!   frames with file:line, caching parsed binaries.
 //!
+//! * [`resolve_usdt`] and [`list_usdt`] find USDT probes (`.note.stapsdt`)
+//!   with their semaphores and typed argument locations.
+//!
 //! Symbols come from `.symtab`, `.dynsym`, separate debug files (build-id and
 //! `.gnu_debuglink`) and MiniDebugInfo; source lines come from DWARF 4/5
 //! (compressed sections, dwz supplementary files and split DWARF included).
+//! Go binaries are also read through their runtime's own table
+//! (`.gopclntab`), which stripped Go binaries keep: names, sizes, lines and
+//! inlined frames; a Go function's [`FunctionMatch`] says where its entry
+//! probe is safe and where its returns are ([`Exit`]), since a uretprobe
+//! would crash a Go program.
+
+#![warn(missing_docs)]
 
 mod binary;
 mod demangle;
 mod dwarf;
 mod elf;
 mod glob;
+mod go;
 mod nearest;
 mod probe;
 mod sections;
 mod symbolize;
 mod target;
+mod usdt;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use go::{parse_gopclntab, GoFunction, GoPclnTab, GoPclnVersion};
 pub use symbolize::Symbolizer;
+pub use usdt::{
+    list_usdt, parse_stapsdt_notes, parse_usdt_arg, parse_usdt_args, resolve_usdt, UsdtArg,
+    UsdtLocation, UsdtNote, UsdtProbe,
+};
 
 use binary::Binary;
 use target::Scope;
@@ -73,6 +90,33 @@ pub struct FunctionMatch {
     pub source: Option<String>,
     /// Cost warning, e.g. when the first instruction is single-stepped.
     pub warning: Option<String>,
+    /// What the function is compiled from, which decides how its returns can be probed.
+    pub language: Language,
+    /// How to probe the function's returns.
+    pub exit: Exit,
+}
+
+/// The language of a function, as far as probing it is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    /// C, C++, Rust, ...: a uretprobe is safe.
+    Native,
+    /// A Go function (in the binary's pclntab). A uretprobe rewrites the return
+    /// address on the goroutine's stack, which Go's stack copying and traceback
+    /// reject ("unexpected return pc"): its returns are probed at each RET.
+    Go,
+}
+
+/// How the returns of a function can be caught.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// With a uretprobe.
+    Uretprobe,
+    /// With a uprobe at each of these file offsets, one per RET instruction
+    /// (Go functions; the goroutine is in R14 at each of them).
+    Returns(Vec<u64>),
+    /// Not at all; the one-line reason.
+    Refused(String),
 }
 
 /// One frame of a symbolized address.
@@ -201,6 +245,48 @@ pub enum Error {
         /// The mapping's name, e.g. `[vdso]`.
         mapping: String,
     },
+    /// A Go binary whose function table (`.gopclntab`) cannot be read.
+    #[error("{binary}: cannot read its Go function table (.gopclntab): {reason}")]
+    GoTable {
+        /// The binary.
+        binary: String,
+        /// What is wrong (unsupported layout, corrupt table).
+        reason: String,
+    },
+    /// A binary without SDT notes.
+    #[error("{binary} has no USDT probes (no .note.stapsdt section)")]
+    NoUsdtProbes {
+        /// The binary.
+        binary: String,
+    },
+    /// No USDT probe matches; `suggestions` holds close `provider:name`s.
+    #[error("no USDT probe `{probe}` in {binary}{}", fmt_suggestions(.suggestions))]
+    NoSuchUsdtProbe {
+        /// Requested `provider:name` (globs).
+        probe: String,
+        /// Binary searched.
+        binary: String,
+        /// Up to 5 close names.
+        suggestions: Vec<String>,
+    },
+    /// A USDT probe whose arguments cannot be read.
+    #[error("USDT probe `{probe}` in {binary}: {reason}")]
+    UnsupportedUsdtArgs {
+        /// `provider:name`.
+        probe: String,
+        /// The binary.
+        binary: String,
+        /// Which argument and why.
+        reason: String,
+    },
+    /// Malformed SDT notes.
+    #[error("{binary}: cannot read its USDT notes: {reason}")]
+    BadUsdtNotes {
+        /// The binary.
+        binary: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// I/O error on a file.
     #[error("{}: {source}", .path.display())]
     Io {
@@ -327,6 +413,9 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
             }
         }
         if !bin.symbols().complete {
+            if let Some(e) = bin.go_table_error(&located.display) {
+                return Err(e);
+            }
             return Err(Error::Stripped {
                 func: func.to_string(),
                 binary: located.display.clone(),
@@ -377,6 +466,11 @@ pub fn list(target: &Target, pattern: Option<&str>) -> Result<Vec<FunctionMatch>
         Some(l) => scope.find_lib(l)?,
     };
     let bin = Binary::open(&located.open, &located.display, &scope.root)?;
+    if !bin.symbols().complete {
+        if let Some(e) = bin.go_table_error(&located.display) {
+            return Err(e);
+        }
+    }
     let hits = bin.find(pat, true);
     let with_source = hits.len() <= 200;
     let mut out: Vec<FunctionMatch> = hits

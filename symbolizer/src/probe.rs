@@ -107,6 +107,109 @@ fn mnemonic(c: &[u8]) -> Option<String> {
     }
 }
 
+/// Where the stack-bound check of a Go function ends, if it has one.
+///
+/// Go functions that may grow their stack begin by comparing SP (or SP less
+/// the frame) with the goroutine's stack guard at 16(g) and branching, when
+/// short, to a block at the end that calls `runtime.morestack*` and jumps back
+/// to the entry. A probe on the entry therefore fires again after every stack
+/// growth; one placed after the branch fires once per call. The pattern is
+/// recognised by its effect, not by names, so it works on stripped binaries:
+/// a compare against `16(reg)`, a JBE forward inside the function, and a
+/// block there that calls and then jumps back to the entry.
+pub(crate) fn go_prologue_end(code: &[u8], entry: u64) -> Option<u64> {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+    let end = entry + code.len() as u64;
+    let mut d = Decoder::with_ip(64, code, entry, DecoderOptions::NONE);
+    let mut saw_cmp = false;
+    // A large frame adds LEA/MOV/SUB and an underflow branch before the compare.
+    for _ in 0..8 {
+        if !d.can_decode() {
+            return None;
+        }
+        let ins = d.decode();
+        if ins.is_invalid() {
+            return None;
+        }
+        match ins.mnemonic() {
+            Mnemonic::Cmp => {
+                let guard = (0..ins.op_count()).any(|i| {
+                    ins.op_kind(i) == OpKind::Memory
+                        && ins.memory_displacement64() == 16
+                        && ins.memory_index() == Register::None
+                        && ins.memory_base() != Register::RIP
+                });
+                saw_cmp = guard;
+            }
+            Mnemonic::Jbe if saw_cmp => {
+                let target = ins.near_branch_target();
+                let after = ins.next_ip();
+                if target > after && target < end && morestack_block(code, entry, target) {
+                    return Some(after - entry);
+                }
+                return None;
+            }
+            Mnemonic::Jb | Mnemonic::Lea | Mnemonic::Mov | Mnemonic::Sub => {}
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// True if the code at `at` calls something and then jumps back to `entry`.
+fn morestack_block(code: &[u8], entry: u64, at: u64) -> bool {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+    let Some(tail) = code.get((at - entry) as usize..) else {
+        return false;
+    };
+    let mut d = Decoder::with_ip(64, tail, at, DecoderOptions::NONE);
+    let mut called = false;
+    // Register arguments are spilled before the call and reloaded after it.
+    for _ in 0..64 {
+        if !d.can_decode() {
+            return false;
+        }
+        let ins = d.decode();
+        match ins.mnemonic() {
+            Mnemonic::Call => called = true,
+            Mnemonic::Jmp => return called && ins.near_branch_target() == entry,
+            Mnemonic::INVALID | Mnemonic::Ret => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Offsets from the entry of every RET in `code` (a whole function), by
+/// decoding it from the start: Go code holds no data among its instructions.
+pub(crate) fn ret_offsets(code: &[u8], entry: u64) -> Result<Vec<u64>, String> {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+    let mut d = Decoder::with_ip(64, code, entry, DecoderOptions::NONE);
+    let mut out = Vec::new();
+    while d.can_decode() {
+        let ins = d.decode();
+        let off = ins.ip() - entry;
+        if ins.is_invalid() {
+            let n = code.len().saturating_sub(off as usize).min(4);
+            let hex: Vec<String> = code[off as usize..off as usize + n]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            return Err(format!(
+                "its code does not decode at +{off:#x} (bytes {}), so its returns cannot be found",
+                hex.join(" ")
+            ));
+        }
+        if ins.mnemonic() == Mnemonic::Ret {
+            out.push(off);
+        }
+    }
+    if out.is_empty() {
+        return Err("it has no RET instruction (it ends in a jump to another function or never returns), so there is no return to probe".into());
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,13 +57,18 @@ pub fn ensure() -> Result<()> {
 
 /// Debian packages the tests and the demo use, as (a command it provides, package):
 /// gcc and g++ build the fixtures, binutils and dwz check the symbolizer, util-linux
-/// gives setpriv for the unprivileged-user test.
+/// gives setpriv for the unprivileged-user test. Go builds the symbolizer's Go server
+/// fixture (and its `go tool nm`/`addr2line` check the symbolizer); sys/sdt.h builds its
+/// USDT fixture; python3.11 is a real binary with USDT probes to list.
 const DEBIAN: &[(&str, &str)] = &[
     ("gcc", "gcc"),
     ("g++", "g++"),
     ("addr2line", "binutils"),
     ("dwz", "dwz"),
     ("setpriv", "util-linux"),
+    ("go", "golang-go"),
+    ("/usr/include/x86_64-linux-gnu/sys/sdt.h", "systemtap-sdt-dev"),
+    ("/usr/bin/python3.11", "python3.11-minimal"),
 ];
 
 /// Installs from Debian the packages whose command is missing.
