@@ -15,7 +15,7 @@ use trace_file::{
 };
 use tracer_abi::{tstate, HIST_BUCKETS, MAX_SYSCALLS, WAIT_BUCKETS, WAIT_SHIFT};
 
-use crate::kernel::Kernel;
+use crate::kernel::{Kernel, StatMaps};
 
 /// Counting-mode settings.
 #[derive(Clone, Copy)]
@@ -106,7 +106,7 @@ impl Counting {
 
     /// Reads the maps and appends the window since the previous one.
     pub fn window<W: Write>(&mut self, kernel: &mut Kernel, w: &mut Writer<W>) -> Result<()> {
-        let now = crate::record::monotonic_ns();
+        let now = crate::clock::monotonic_ns();
         self.dropped.0 = kernel.stat_dropped()?;
         let Some(maps) = &mut kernel.stat else {
             return Ok(());
@@ -117,6 +117,24 @@ impl Counting {
             dropped: self.dropped.0 - self.dropped.1,
             ..Default::default()
         };
+        win.functions = self.functions(maps)?;
+        win.syscalls = self.syscalls(maps)?;
+        win.threads = self.threads(maps, now);
+        win.threads.sort_by_key(|t| t.tid);
+        win.syscalls.sort_by_key(|s| s.nr);
+        w.meta(ChunkKind::Window, &win)?;
+        w.flush()?;
+        if self.live {
+            self.show(&win);
+        }
+        self.window_start = now;
+        self.windows += 1;
+        Ok(())
+    }
+
+    /// Per probed function, what changed since the last read.
+    fn functions(&mut self, maps: &StatMaps) -> Result<Vec<FuncWindow>> {
+        let mut out = Vec::new();
         for p in &self.probes {
             let per_cpu = maps.funcs.get(&p.id, 0)?;
             let mut total = FuncWindow {
@@ -150,9 +168,15 @@ impl Counting {
                 },
             };
             if d.calls > 0 {
-                win.functions.push(d);
+                out.push(d);
             }
         }
+        Ok(out)
+    }
+
+    /// Per system call, what changed since the last read.
+    fn syscalls(&mut self, maps: &StatMaps) -> Result<Vec<SysWindow>> {
+        let mut out = Vec::new();
         for nr in 0..MAX_SYSCALLS {
             let per_cpu = maps.syscalls.get(&nr, 0)?;
             let mut total = SysWindow {
@@ -170,7 +194,7 @@ impl Counting {
             }
             let prev = self.syscalls.insert(nr, total.clone()).unwrap_or_default();
             if total.calls > prev.calls {
-                win.syscalls.push(SysWindow {
+                out.push(SysWindow {
                     nr,
                     calls: total.calls - prev.calls,
                     errors: total.errors - prev.errors,
@@ -179,6 +203,13 @@ impl Counting {
                 });
             }
         }
+        Ok(out)
+    }
+
+    /// Per thread, what changed since the last read, its state in progress counted up to
+    /// `now`.
+    fn threads(&mut self, maps: &mut StatMaps, now: u64) -> Vec<ThreadWindow> {
+        let mut out = Vec::new();
         let mut gone = Vec::new();
         for entry in maps.sched.iter() {
             let Ok((tid, e)) = entry else { continue };
@@ -206,7 +237,7 @@ impl Counting {
             let d = |i: usize| t.state_ns[i].saturating_sub(prev.state_ns[i]);
             let c = |i: usize| t.counts[i].saturating_sub(prev.counts[i]);
             let (tgid, name) = self.names.get(&tid).cloned().unwrap_or_default();
-            win.threads.push(ThreadWindow {
+            out.push(ThreadWindow {
                 tgid,
                 tid,
                 name,
@@ -234,16 +265,7 @@ impl Counting {
             self.threads.remove(&tid);
             self.names.remove(&tid);
         }
-        win.threads.sort_by_key(|t| t.tid);
-        win.syscalls.sort_by_key(|s| s.nr);
-        w.meta(ChunkKind::Window, &win)?;
-        w.flush()?;
-        if self.live {
-            self.show(&win);
-        }
-        self.window_start = now;
-        self.windows += 1;
-        Ok(())
+        out
     }
 
     /// A top-like view of the busiest elements of the last window.

@@ -1,10 +1,11 @@
-//! Builds the eBPF object with the pinned nightly, then the `tracer` binary that embeds it.
+//! Builds the `tracer` binary in release mode; its build script builds and embeds the eBPF
+//! programs with the toolchain `setup` installs.
 
 use std::{path::PathBuf, process::Command};
 
 use anyhow::Result;
 
-use crate::setup::{self, status, workspace, NIGHTLY};
+use crate::setup::{self, status, workspace};
 
 /// Returns the path of the release `tracer` binary.
 pub fn run() -> Result<PathBuf> {
@@ -12,29 +13,15 @@ pub fn run() -> Result<PathBuf> {
     let ws = workspace();
     status(
         Command::new("cargo")
-            .arg(format!("+{NIGHTLY}"))
-            .args(["build", "--package", "tracer-ebpf", "--release"])
-            .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
-            .current_dir(&ws)
-            .env(
-                "CARGO_TARGET_BPFEL_UNKNOWN_NONE_LINKER",
-                setup::bpf_linker(),
-            )
-            // bpf-linker emits BTF only when asked; aya needs it for the BTF-defined maps.
-            .env(
-                "CARGO_ENCODED_RUSTFLAGS",
-                "-Cdebuginfo=2\x1f-Clink-arg=--btf",
-            )
-            // The nightly must not inherit the stable toolchain's choice.
-            .env_remove("RUSTUP_TOOLCHAIN")
-            .env_remove("RUSTC"),
-    )?;
-    let object = ws.join("target/bpfel-unknown-none/release/tracer-ebpf");
-    status(
-        Command::new("cargo")
             .args(["build", "--release", "--package", "tracer-user"])
-            .current_dir(&ws)
-            .env("TRACER_EBPF_OBJECT", &object),
+            .current_dir(&ws),
     )?;
+    // The build script built the programs (the toolchain is there): their object says so.
+    let object = ws.join("target/ebpf/bpfel-unknown-none/release/tracer-ebpf");
+    anyhow::ensure!(
+        object.exists(),
+        "the eBPF programs were not built ({} is missing)",
+        object.display()
+    );
     Ok(ws.join("target/release/tracer"))
 }

@@ -9,8 +9,15 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-/// The nightly that builds `tracer-ebpf`. bpf-linker is tied to its libLLVM file name.
-pub const NIGHTLY: &str = "nightly-2026-05-20";
+/// The nightly that builds `tracer-ebpf` (its rust-toolchain.toml). bpf-linker is tied to
+/// its libLLVM file name.
+pub static NIGHTLY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    include_str!("../../tracer-ebpf/rust-toolchain.toml")
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("channel = "))
+        .map(|c| c.trim_matches('"').to_string())
+        .expect("tracer-ebpf/rust-toolchain.toml names a channel")
+});
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 pub fn workspace() -> PathBuf {
@@ -30,7 +37,7 @@ pub fn bpf_linker() -> PathBuf {
 }
 
 fn stamp() -> PathBuf {
-    tools_dir().join(format!("bpf-linker-{BPF_LINKER_VERSION}-{NIGHTLY}.ok"))
+    tools_dir().join(format!("bpf-linker-{BPF_LINKER_VERSION}-{}.ok", *NIGHTLY))
 }
 
 /// True when everything `setup` installs is in place.
@@ -67,7 +74,10 @@ const DEBIAN: &[(&str, &str)] = &[
     ("dwz", "dwz"),
     ("setpriv", "util-linux"),
     ("go", "golang-go"),
-    ("/usr/include/x86_64-linux-gnu/sys/sdt.h", "systemtap-sdt-dev"),
+    (
+        "/usr/include/x86_64-linux-gnu/sys/sdt.h",
+        "systemtap-sdt-dev",
+    ),
     ("/usr/bin/python3.11", "python3.11-minimal"),
 ];
 
@@ -111,15 +121,15 @@ pub fn status(cmd: &mut Command) -> Result<()> {
 
 fn nightly_sysroot() -> Result<PathBuf> {
     let out = Command::new("rustc")
-        .arg(format!("+{NIGHTLY}"))
+        .arg(format!("+{}", *NIGHTLY))
         .args(["--print", "sysroot"])
         .output()?;
     if !out.status.success() {
-        bail!("{NIGHTLY} is not installed");
+        bail!("{} is not installed", *NIGHTLY);
     }
     let sysroot = PathBuf::from(String::from_utf8(out.stdout)?.trim());
     if !sysroot.join("lib/rustlib/src/rust/library").exists() {
-        bail!("{NIGHTLY} lacks rust-src");
+        bail!("{} lacks rust-src", *NIGHTLY);
     }
     Ok(sysroot)
 }
@@ -128,11 +138,14 @@ fn install_nightly() -> Result<()> {
     if nightly_sysroot().is_ok() {
         return Ok(());
     }
-    eprintln!("xtask: installing {NIGHTLY} with rust-src (builds the eBPF programs)");
+    eprintln!(
+        "xtask: installing {} with rust-src (builds the eBPF programs)",
+        *NIGHTLY
+    );
     status(Command::new("rustup").args([
         "toolchain",
         "install",
-        NIGHTLY,
+        NIGHTLY.as_str(),
         "--profile",
         "minimal",
         "--component",
@@ -147,7 +160,7 @@ fn install_bpf_linker() -> Result<()> {
     }
     let sysroot = nightly_sysroot()?;
     let vv = Command::new("rustc")
-        .arg(format!("+{NIGHTLY}"))
+        .arg(format!("+{}", *NIGHTLY))
         .arg("-vV")
         .output()?;
     let vv = String::from_utf8(vv.stdout)?;

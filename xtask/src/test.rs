@@ -17,10 +17,6 @@ pub fn run(extra: &[String]) -> Result<()> {
             .args(["test", "--release", "--workspace"])
             .args(extra)
             .current_dir(workspace())
-            .env("TRACER_BIN", tracer)
-            .env(
-                "TRACER_EBPF_OBJECT",
-                workspace().join("target/bpfel-unknown-none/release/tracer-ebpf"),
-            ),
+            .env("TRACER_BIN", tracer),
     )
 }

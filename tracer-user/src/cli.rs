@@ -1,0 +1,301 @@
+//! The command line: what each `tracer` command takes, and the parsers of its values.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+
+use crate::{files::Rotation, record::RecordOptions, stat};
+
+#[derive(Parser)]
+#[command(
+    name = "tracer",
+    version,
+    about = "eBPF tracer for Linux server processes"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output formats of `convert`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// Paraver: NAME.prv, NAME.pcf, NAME.row.
+    Paraver,
+    /// Trace Event Format (Chrome's JSON trace): NAME.json, for Perfetto's UI,
+    /// chrome://tracing and speedscope.
+    Chrome,
+    /// Folded stacks for flame graphs (flamegraph.pl, inferno, speedscope): NAME.folded,
+    /// each thread's time by its probed functions, system call and state, in ns.
+    Folded,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Record a trace of running processes (--pid) or of a command (after --).
+    Record {
+        #[command(flatten)]
+        target: Target,
+        /// Trace file to write [default: tracer.trace].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Also convert the trace to Paraver (NAME.prv/.pcf/.row) when recording ends.
+        #[arg(long, value_name = "NAME")]
+        paraver: Option<PathBuf>,
+        /// Attach programs that do nothing, to every probe and tracepoint (for benchmarks:
+        /// the kernel's own cost).
+        #[arg(long, hide = true)]
+        empty_probes: bool,
+        /// Stop once a call takes this long, e.g. 'handle_request>50ms' (FUNC as `tracer
+        /// probes` names it); with --rotate --keep, the files hold what led to it.
+        #[arg(long, value_name = "FUNC>DURATION")]
+        trigger: Option<String>,
+        /// With --trigger, how long to go on recording after it fires.
+        #[arg(long, value_parser = parse_duration, default_value = "1s", requires = "trigger")]
+        after: Duration,
+    },
+    /// Count in the kernel (always-on mode): per function, thread and system call, written
+    /// as one window per interval. Near-zero cost: no record crosses to user space.
+    Stat {
+        #[command(flatten)]
+        target: Target,
+        /// File to write [default: tracer.stat].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Length of a window.
+        #[arg(short, long, default_value = "10s", value_parser = parse_duration)]
+        interval: Duration,
+        /// Also record 1 call in N of each function in full detail.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        sample: u32,
+    },
+    /// Print a trace file's records as text, one per line.
+    Dump {
+        /// Trace file.
+        file: PathBuf,
+    },
+    /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row), a
+    /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope) or
+    /// folded stacks for flame graphs (NAME.folded).
+    Convert {
+        /// Trace files (several processes or hosts merge into one trace).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Paraver)]
+        to: Format,
+        /// Output name, without extension (default: the first file's name).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Overwrite existing outputs.
+        #[arg(short, long)]
+        force: bool,
+        /// Only from this time since the trace's start (e.g. 1.5s); `--to chrome` and
+        /// `--to folded`.
+        #[arg(long, value_parser = parse_offset)]
+        start: Option<Duration>,
+        /// Only until this time since the trace's start, and stop reading there; `--to
+        /// chrome` and `--to folded`.
+        #[arg(long, value_parser = parse_duration)]
+        end: Option<Duration>,
+    },
+    /// Counts and times per function, thread, system call, connection or call edge.
+    Summary {
+        /// Trace or stat files (several summarize together).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        view: View,
+    },
+    /// Compare two runs element by element, largest regression first.
+    Diff {
+        /// The baseline trace.
+        a: PathBuf,
+        /// The trace to compare with it.
+        b: PathBuf,
+        #[command(flatten)]
+        view: View,
+    },
+    /// List functions that can be probed, like `bpftrace -l`.
+    Probes {
+        /// List the functions of this process.
+        #[arg(short, long)]
+        pid: Option<u32>,
+        /// An executable or library file (instead of --pid).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// Glob over names; `LIB:GLOB` for a library of the process.
+        pattern: Option<String>,
+    },
+}
+
+/// What `record` and `stat` attach to, and when they stop.
+#[derive(clap::Args)]
+pub struct Target {
+    /// Process to trace (repeatable).
+    #[arg(short, long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
+    #[arg(short, long = "uprobe", value_name = "SPEC")]
+    pub uprobes: Vec<String>,
+    /// Probe every function a non-glob spec matches instead of refusing ambiguity.
+    #[arg(long)]
+    pub all_matches: bool,
+    /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or exit.
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Overwrite the output file if it exists.
+    #[arg(short, long)]
+    pub force: bool,
+    /// No status line, live table or summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Start a new file this often, named after the output with its start time in UTC
+    /// (tracer-20261123T195100Z.trace); each file is complete.
+    #[arg(long, value_parser = parse_duration)]
+    pub rotate: Option<Duration>,
+    /// With --rotate, keep only the newest N files of this run (a flight recorder).
+    #[arg(long, value_name = "N", requires = "rotate")]
+    pub keep: Option<usize>,
+    /// Command to launch and trace from its first instruction.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+impl Target {
+    /// The recording's options, checked.
+    pub fn options(
+        self,
+        output: PathBuf,
+        stat: Option<stat::StatOptions>,
+        empty_probes: bool,
+    ) -> Result<RecordOptions> {
+        if self.pids.is_empty() && self.command.is_empty() {
+            bail!("nothing to trace: give --pid PID or a command after --");
+        }
+        if self.rotate.is_some_and(|r| r < Duration::from_secs(1)) {
+            bail!("--rotate must be at least 1s (files are named by the second)");
+        }
+        if self.keep == Some(0) {
+            bail!("--keep must be at least 1");
+        }
+        let rotate = self.rotate.map(|every| Rotation {
+            every,
+            keep: self.keep.unwrap_or(0),
+        });
+        Ok(RecordOptions {
+            pids: self.pids,
+            command: self.command,
+            uprobes: self.uprobes,
+            allow_multiple: self.all_matches,
+            duration: self.duration,
+            output,
+            force: self.force,
+            quiet: self.quiet,
+            empty_probes,
+            stat,
+            rotate,
+            trigger: None,
+        })
+    }
+}
+
+/// How summaries and diffs are shown.
+#[derive(clap::Args)]
+pub struct View {
+    /// Rows: function, thread, syscall, connection or callgraph.
+    #[arg(long, default_value = "function")]
+    pub by: String,
+    /// table, json or csv.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+    /// Sort key (e.g. total, calls, mean, p99, errors, running, ready); default: total time.
+    #[arg(long)]
+    pub sort: Option<String>,
+    /// Show only the first N rows.
+    #[arg(long)]
+    pub top: Option<usize>,
+    /// Per-window figures (CSV), e.g. 1s.
+    #[arg(long, value_parser = parse_duration)]
+    pub window: Option<Duration>,
+    /// When a function call counts as an error: negative, nonzero or none.
+    #[arg(long, default_value = "negative")]
+    pub error_if: String,
+}
+
+impl View {
+    /// The summary options, checked.
+    pub fn options(&self) -> Result<trace_summary::SummaryOptions> {
+        use trace_summary::{SummaryOptions, Thresholds};
+        let thresholds = Thresholds {
+            error_if: self.error_if.parse()?,
+            ..Thresholds::default()
+        };
+        Ok(SummaryOptions {
+            by: self.by.parse()?,
+            format: self.format.parse()?,
+            sort: self.sort.clone(),
+            top: self.top,
+            window_ns: self.window.map(|w| w.as_nanos() as u64),
+            thresholds,
+        })
+    }
+}
+
+/// A point in a trace, from its start: like [`parse_duration`], and 0 is allowed.
+pub fn parse_offset(s: &str) -> Result<Duration, String> {
+    match parse_with_unit(s)? {
+        Some(d) => Ok(d),
+        None => Err(format!("invalid time `{s}` (try 1.5s, 500ms, 2m)")),
+    }
+}
+
+/// A positive duration: `10s`, `250ms`, `1.5s`, `2m`, `1h`, `3us`, or a bare number of
+/// seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    match parse_with_unit(s)? {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("duration must be positive: `{s}`")),
+    }
+}
+
+/// `s` as a duration (a bare number in seconds); `None` for a negative one.
+fn parse_with_unit(s: &str) -> Result<Option<Duration>, String> {
+    let s = s.trim();
+    if s.starts_with('-') {
+        return Ok(None);
+    }
+    let with_unit = if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        format!("{s}s")
+    } else {
+        s.to_string()
+    };
+    humantime::parse_duration(&with_unit)
+        .map(Some)
+        .map_err(|e| format!("invalid duration `{s}`: {e} (try 10s, 500ms, 2m)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2.5s").unwrap(), Duration::from_millis(2500));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("").is_err());
+        // Too large for any clock: an error, not a panic.
+        assert!(parse_duration("99999999999999999999").is_err());
+        assert!(parse_duration("99999999999999999999h").is_err());
+        assert_eq!(parse_offset("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_offset("0s").unwrap(), Duration::ZERO);
+        assert_eq!(parse_offset("1.5s").unwrap(), Duration::from_millis(1500));
+    }
+}

@@ -1,0 +1,232 @@
+//! Everything a recording sets up before its loop: checks, probe resolution, loading and
+//! attaching the programs, the launched command, the threads already there, and the
+//! first file's preamble.
+
+use std::{path::PathBuf, time::SystemTime};
+
+use anyhow::{anyhow, bail, Result};
+use trace_file::{Probe, ThreadInfo, TraceHeader};
+
+use crate::{
+    clock,
+    files::{segment_path, Preamble, TraceWriter},
+    kernel::Kernel,
+    launch::Launched,
+    output, probes, procfs,
+    record::RecordOptions,
+    stat, tracefs,
+    trigger::Watch,
+};
+
+/// A recording, attached and ready to drain.
+pub struct Session {
+    pub kernel: Kernel,
+    pub cpus: u32,
+    /// The calls `--trigger` watches.
+    pub watch: Option<Watch>,
+    /// The processes traced from the start (given and launched).
+    pub pids: Vec<u32>,
+    pub launched: Option<Launched>,
+    /// Their threads when the filter was seeded.
+    pub threads: Vec<ThreadInfo>,
+    /// CLOCK_MONOTONIC when the threads were seeded.
+    pub seeded_at: u64,
+    pub preamble: Preamble,
+    /// The first file.
+    pub first: PathBuf,
+}
+
+impl Session {
+    /// Checks, resolves, loads and attaches; the launched command, if any, is released
+    /// last, traced from its first instruction. Returns the session and the writer of its
+    /// first file, the preamble written.
+    pub fn start(opts: &RecordOptions) -> Result<(Session, TraceWriter)> {
+        for &pid in &opts.pids {
+            procfs::check_alive(pid)?;
+        }
+        if !procfs::privileged() {
+            bail!("tracing needs root (or CAP_BPF and CAP_PERFMON): run tracer record with sudo");
+        }
+        let tracefs = tracefs::ensure_mounted()?;
+        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); the tracer needs CONFIG_DEBUG_INFO_BTF=y");
+        }
+        let offsets = tracefs::offsets(&tracefs)?;
+
+        // Resolve probes before touching the kernel or the output, so a typo costs nothing.
+        let launch_target = match opts.command.first() {
+            Some(cmd) => {
+                Some(procfs::which(cmd).ok_or_else(|| anyhow!("command not found: {cmd}"))?)
+            }
+            None => None,
+        };
+        let resolved = probes::resolve_all(
+            &opts.uprobes,
+            &opts.pids,
+            launch_target.as_deref(),
+            opts.allow_multiple,
+        )?;
+        let watch = match &opts.trigger {
+            Some(t) => Some(Watch::new(t, &resolved)?),
+            None => None,
+        };
+        let first = match opts.rotate {
+            Some(_) => segment_path(&opts.output, SystemTime::now()),
+            None => opts.output.clone(),
+        };
+        let file = output::create_exclusive(&first, opts.force)?;
+        let cpus = procfs::possible_cpus()?;
+        let config = match opts.stat {
+            None => tracer_abi::Config::RECORD,
+            Some(s) => tracer_abi::Config {
+                stat_mode: 1,
+                sample_every: s.sample_every,
+            },
+        };
+        let mut kernel = Kernel::load(cpus, &offsets, &config)?;
+
+        let launched = match &launch_target {
+            Some(program) => Some(Launched::spawn(program, &opts.command)?),
+            None => None,
+        };
+        let mut pids = opts.pids.clone();
+        pids.extend(launched.as_ref().map(|l| l.pid));
+        for &pid in &pids {
+            kernel.trace_process(pid)?;
+        }
+        // Tracepoints first, then the thread list: a thread created in between is caught by
+        // task_newtask (its process is already in the filter) and listed by /proc as well.
+        kernel.attach_tracepoints(opts.empty_probes)?;
+        let seeded_at = clock::monotonic_ns();
+        let threads = seed_threads(&mut kernel, &pids, opts.stat.is_some(), seeded_at)?;
+        let table = attach_probes(&mut kernel, &resolved, launched.as_ref(), opts)?;
+        let preamble = preamble(opts, cpus, &pids, launched.as_ref(), table);
+        let writer = preamble.write(file, &threads)?;
+        if let Some(l) = &launched {
+            l.release();
+        }
+        let session = Session {
+            kernel,
+            cpus,
+            watch,
+            pids,
+            launched,
+            threads,
+            seeded_at,
+            preamble,
+            first,
+        };
+        Ok((session, writer))
+    }
+
+    /// True once every traced process is gone (the launched one reaped).
+    pub fn all_exited(&self, given: &[u32]) -> bool {
+        match &self.launched {
+            Some(l) => l.exited() && given.iter().all(|&p| !procfs::alive(p)),
+            None => self.pids.iter().all(|&p| !procfs::alive(p)),
+        }
+    }
+}
+
+/// Puts every thread of `pids` in the filter (and, counting, starts its state clock);
+/// returns them.
+fn seed_threads(
+    kernel: &mut Kernel,
+    pids: &[u32],
+    counting: bool,
+    now: u64,
+) -> Result<Vec<ThreadInfo>> {
+    let mut threads = Vec::new();
+    for &pid in pids {
+        for t in procfs::threads(pid)? {
+            kernel.trace_thread(t.tid, pid)?;
+            if counting {
+                let seed = tracer_abi::ThreadSched {
+                    since: now,
+                    state: stat::seed_state(pid, t.tid, t.state),
+                    cpu: procfs::last_cpu(pid, t.tid).unwrap_or(0),
+                    exec_base: procfs::exec_ns(pid, t.tid).unwrap_or(0),
+                    ..Default::default()
+                };
+                kernel.seed_thread(t.tid, seed)?;
+            }
+            threads.push(t);
+        }
+    }
+    Ok(threads)
+}
+
+/// Attaches every resolved function's probes; returns the probe table.
+fn attach_probes(
+    kernel: &mut Kernel,
+    resolved: &[probes::Resolved],
+    launched: Option<&Launched>,
+    opts: &RecordOptions,
+) -> Result<Vec<Probe>> {
+    let mut table = Vec::new();
+    if resolved.is_empty() {
+        return Ok(table);
+    }
+    kernel.load_uprobes(opts.empty_probes)?;
+    for (i, r) in resolved.iter().enumerate() {
+        let id = i as u32 + 1;
+        for pid in &r.pids {
+            let pid = match pid {
+                Some(p) => *p,
+                None => launched.map(|l| l.pid).unwrap_or_default(),
+            };
+            kernel.attach_uprobe(&r.func.binary, r.func.file_offset, id, pid)?;
+        }
+        table.push(probes::table_entry(id, &r.func));
+    }
+    Ok(table)
+}
+
+fn preamble(
+    opts: &RecordOptions,
+    cpus: u32,
+    pids: &[u32],
+    launched: Option<&Launched>,
+    probes: Vec<Probe>,
+) -> Preamble {
+    let start_ns = clock::monotonic_ns();
+    Preamble {
+        header: TraceHeader {
+            tracer_version: env!("CARGO_PKG_VERSION").into(),
+            hostname: hostname(),
+            kernel: kernel_release(),
+            cpus,
+            clock: "CLOCK_MONOTONIC".into(),
+            monotonic_to_realtime_ns: clock::monotonic_to_realtime(),
+            start_ns,
+            command_line: std::env::args().collect(),
+            mode: if opts.stat.is_some() {
+                "stat"
+            } else {
+                "record"
+            }
+            .into(),
+            // Files of one rotating run say so, so that they merge as one recording.
+            run: match opts.rotate {
+                Some(_) => format!("{}-{}-{start_ns}", hostname(), std::process::id()),
+                None => String::new(),
+            },
+            part: opts.rotate.map_or(0, |_| 1),
+        },
+        pids: pids.to_vec(),
+        launched: launched.map(|l| l.pid),
+        probes,
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,121 @@
+//! What a recording says while it runs (a status line on a terminal) and when it ends.
+
+use std::{
+    collections::BTreeMap,
+    io::{IsTerminal, Write},
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+
+use crate::drain::Drain;
+
+/// Totals of a finished recording.
+pub struct RecordSummary {
+    /// Records by kind.
+    pub records: BTreeMap<&'static str, u64>,
+    /// Events lost (see [`crate::kernel::Losses::total`]).
+    pub lost: u64,
+    /// Bytes of every file written.
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Why it stopped.
+    pub reason: &'static str,
+    /// The file written last.
+    pub output: PathBuf,
+    /// Files written (more than one with rotation).
+    pub files: u64,
+}
+
+/// The status line of a recording: once a second, on a terminal only.
+pub struct Status {
+    on: bool,
+    last: Instant,
+    last_total: u64,
+    /// Events lost so far.
+    pub lost: u64,
+}
+
+impl Status {
+    /// A status line, unless `quiet` or stderr is not a terminal.
+    pub fn new(quiet: bool) -> Status {
+        Status {
+            on: !quiet && std::io::stderr().is_terminal(),
+            last: Instant::now(),
+            last_total: 0,
+            lost: 0,
+        }
+    }
+
+    /// Redraws the line if a second has passed.
+    pub fn tick(&mut self, elapsed: Duration, d: &Drain) {
+        if !self.on || self.last.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.last = Instant::now();
+        let rate = d.total - self.last_total;
+        self.last_total = d.total;
+        eprint!(
+            "\r\x1b[Krecording {:>6.1}s  {:>9} events/s  {:>10} written  {} lost",
+            elapsed.as_secs_f64(),
+            rate,
+            human_bytes(d.w.bytes_written()),
+            self.lost
+        );
+    }
+
+    /// Erases the line.
+    pub fn clear(&self) {
+        if self.on {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// Writes the end-of-recording report.
+pub fn print_summary(s: &RecordSummary) -> Result<()> {
+    let total: u64 = s.records.values().sum();
+    let mut out = std::io::stderr().lock();
+    let to = match s.files {
+        1 => s.output.display().to_string(),
+        n => format!("{n} files, the last {}", s.output.display()),
+    };
+    writeln!(
+        out,
+        "recorded {total} events in {:.1}s ({}) to {to}, stopped by {}",
+        s.seconds,
+        human_bytes(s.bytes),
+        s.reason
+    )
+    .context("writing the summary")?;
+    for (k, v) in &s.records {
+        writeln!(out, "  {k:<12} {v:>12}")?;
+    }
+    if s.lost > 0 {
+        writeln!(
+            out,
+            "  LOST {} events: ring buffers full, or program runs the kernel skipped (`tracer dump` shows which)",
+            s.lost
+        )?;
+    } else {
+        writeln!(out, "  lost         {:>12}", 0)?;
+    }
+    Ok(())
+}
+
+/// Bytes for people: `512 B`, `1.5 MiB`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

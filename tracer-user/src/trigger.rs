@@ -1,0 +1,98 @@
+//! `--trigger FUNC>DURATION`: the recording ends a set time after the first call that slow,
+//! timed from the records as they are drained, so a flight recorder's files hold what led
+//! to it.
+
+use std::{collections::HashMap, time::Duration};
+
+use anyhow::{anyhow, bail, Result};
+use trace_file::Event;
+
+use crate::probes::Resolved;
+
+/// The recording ends `after` the first call of `func` that took at least `min`.
+#[derive(Clone, Debug)]
+pub struct Trigger {
+    pub func: String,
+    pub min: Duration,
+    pub after: Duration,
+}
+
+impl Trigger {
+    /// `spec` is `FUNC>DURATION`, e.g. `handle_request>50ms`.
+    pub fn parse(spec: &str, after: Duration) -> Result<Trigger> {
+        let Some((func, min)) = spec.rsplit_once('>') else {
+            bail!("invalid trigger `{spec}` (use FUNC>DURATION, e.g. handle_request>50ms)");
+        };
+        let func = func.trim();
+        if func.is_empty() {
+            bail!("invalid trigger `{spec}`: no function before `>`");
+        }
+        Ok(Trigger {
+            func: func.to_string(),
+            min: crate::cli::parse_duration(min).map_err(|e| anyhow!(e))?,
+            after,
+        })
+    }
+}
+
+/// Times the calls of the function a trigger watches.
+pub struct Watch {
+    func: u32,
+    name: String,
+    min_ns: u64,
+    pub after: Duration,
+    /// Entry times of calls under way, per thread (a stack: calls may nest).
+    open: HashMap<u32, Vec<u64>>,
+    /// The first call that took long enough: (thread, ns).
+    fired: Option<(u32, u64)>,
+}
+
+impl Watch {
+    /// Watches `t`'s function among the `resolved` probes (probe ids are their index + 1).
+    pub fn new(t: &Trigger, resolved: &[Resolved]) -> Result<Watch> {
+        let names: Vec<&str> = resolved.iter().map(|r| r.func.name.as_str()).collect();
+        let Some(i) = names.iter().position(|&n| n == t.func) else {
+            bail!(
+                "--trigger: `{}` is not a probed function (probed: {})",
+                t.func,
+                names.join(", ")
+            );
+        };
+        Ok(Watch {
+            func: i as u32 + 1,
+            name: t.func.clone(),
+            min_ns: t.min.as_nanos().min(u64::MAX as u128) as u64,
+            after: t.after,
+            open: HashMap::new(),
+            fired: None,
+        })
+    }
+
+    /// One drained record.
+    pub fn see(&mut self, ts: u64, tid: u32, event: &Event) {
+        match *event {
+            Event::FuncEntry { func } if func == self.func => {
+                self.open.entry(tid).or_default().push(ts);
+            }
+            Event::FuncExit { func, .. } if func == self.func => {
+                let Some(entry) = self.open.get_mut(&tid).and_then(Vec::pop) else {
+                    return;
+                };
+                let ns = ts.saturating_sub(entry);
+                if ns >= self.min_ns && self.fired.is_none() {
+                    self.fired = Some((tid, ns));
+                }
+            }
+            Event::Exit { .. } => {
+                // A thread that exits inside a call never returns from it.
+                self.open.remove(&tid);
+            }
+            _ => {}
+        }
+    }
+
+    /// The call that fired it, once one has: (thread, ns), and the function's name.
+    pub fn fired(&self) -> Option<(u32, u64, &str)> {
+        self.fired.map(|(tid, ns)| (tid, ns, self.name.as_str()))
+    }
+}
