@@ -7,11 +7,10 @@
 //!
 //! These five see every system call and context switch of the machine, so they are BTF
 //! (raw) tracepoints: the kernel calls them with its own arguments instead of first
-//! building the classic tracepoint's record, which cost ~110 ns more per system call here
-//! (enter and exit together). Their arguments are typed pointers (a task, the saved
-//! registers) that the verifier lets them load from directly, at offsets the loader took
-//! from BTF: a plain load instead of a `bpf_probe_read_kernel` call each (~25 ns). The
-//! rare lifetime events below stay classic.
+//! building the classic tracepoint's record. Their arguments are typed pointers (a task,
+//! the saved registers) that the verifier lets them load from directly, at offsets the
+//! loader took from BTF: a plain load instead of a `bpf_probe_read_kernel` call each. The
+//! rare lifetime events below stay classic. (What each saves: docs/performance.md.)
 //! - `task_newtask`, `sched_process_exit`, `task_rename`, `sched_process_exec`: thread
 //!   lifetimes and names; a new thread or child process of a traced process is traced too.
 //!
@@ -62,8 +61,7 @@ mod programs {
     /// The filter's first test: a byte per `id % ID_HINT_SLOTS`, set for every traced tid
     /// and tgid. Every system call and context switch on the machine asks the filter and
     /// almost none are traced; an array read is inlined by the verifier where a hash lookup
-    /// is a helper call and a hash (with it, sys_enter went from 155 to 117 ns a run on the
-    /// bench's load, mostly other processes' calls). Bytes are
+    /// is a helper call and a hash (docs/performance.md). Bytes are
     /// set and never cleared, since ids can share one: a clear byte proves an id
     /// untraced, a set one only sends it on to the maps. One byte per slot, because user
     /// space and programs on other CPUs set neighbouring slots concurrently.

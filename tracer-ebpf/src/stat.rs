@@ -232,9 +232,9 @@ pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
 /// A run ends where the kernel stopped charging the thread, not at the switch's
 /// timestamp: between the two the kernel picks the next task, which, when the CPU is about
 /// to idle, includes balancing load across CPUs (microseconds), and hypervisor steal is
-/// never charged. Timestamps alone put all that in the running time: 0.03-1.1% more than
-/// schedstat's. That time goes to the state the thread switched to, in which it already
-/// was, so states still add up to the wall time.
+/// never charged. Timestamps alone put all that in the running time, more than schedstat
+/// says (docs/performance.md). That time goes to the state the thread switched to, in
+/// which it already was, so states still add up to the wall time.
 #[inline(always)]
 fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) -> u32 {
     // SAFETY: our own map's value; a thread's switches and wakeups are serialized by the

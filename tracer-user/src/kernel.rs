@@ -81,7 +81,7 @@ impl Kernel {
             .override_global("OFFSETS", offsets, true)
             .override_global("CONFIG", config, true);
         if config.stat_mode == 0 {
-            // Counting mode's hash maps are preallocated (tens of MiB, ~0.1 s to create)
+            // Counting mode's hash maps are preallocated (tens of MiB, long to create)
             // and never touched when recording.
             for map in ["SCHED", "SAMPLED"] {
                 loader.map_max_entries(map, 1);
@@ -312,8 +312,8 @@ impl Kernel {
     /// Detaches and unloads every program: nothing new enters the ring buffers, whose
     /// contents stay readable.
     pub fn stop(&mut self) {
-        // Each detach waits for an RCU grace period (60-95 ms here); detaching in
-        // parallel lets them share one instead of paying one per link.
+        // Each detach waits for an RCU grace period; detaching in parallel lets them
+        // share one instead of paying one per link.
         std::thread::scope(|s| {
             for link in self.links.drain(..) {
                 s.spawn(move || drop(link));

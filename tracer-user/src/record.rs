@@ -46,7 +46,7 @@ pub struct RecordOptions {
 }
 
 /// Sleep between drains when the buffers were empty. The programs never wake us: a
-/// per-record wakeup costs ~3x throughput.
+/// wakeup per record costs far more than polling (docs/performance.md).
 const IDLE_POLL: Duration = Duration::from_millis(10);
 
 /// What a recording does besides writing every record it drains.

@@ -12,11 +12,11 @@ use crate::output::Pending;
 
 /// Bytes at the start of the body file kept for the header and the records that come too
 /// late for the body, both known only at the end: when they fit, they are written there
-/// and the body file becomes the .prv, instead of copying the body behind them (15% of a
-/// conversion's CPU for a 1 GB body). Late records come with the trace's length (links
-/// pending past the horizon), so the room is a thousandth of the inputs' size, between
-/// this and 1 MiB: 1 KiB holds a header of several dozen processes and a dozen late
-/// records; a 150 MB trace of 20 M records gets 150 KB, for its 701 (38 KB).
+/// and the body file becomes the .prv, instead of copying the body behind them (a large
+/// part of a conversion's CPU for a large body). Late records come with the trace's length
+/// (links pending past the horizon), so the room is a thousandth of the inputs' size,
+/// between this and 1 MiB: 1 KiB holds a header of several dozen processes and a dozen
+/// late records (sizes measured: docs/performance.md).
 pub(super) const MIN_ROOM: usize = 1024;
 
 /// The room kept for inputs of `bytes` bytes.

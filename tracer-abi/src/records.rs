@@ -1,0 +1,210 @@
+//! The records the programs send through the ring buffers, and their kinds: one table
+//! for the programs, the recorder's decoder and the trace file's codec.
+
+/// Kinds of records, stored in [`Header::kind`]. The trace file encodes a record's kind
+/// with the same number, and names it with [`kind::NAMES`].
+pub mod kind {
+    /// [`FuncEntry`](super::FuncEntry).
+    pub const FUNC_ENTRY: u16 = 1;
+    /// [`FuncExit`](super::FuncExit).
+    pub const FUNC_EXIT: u16 = 2;
+    /// [`SysEnter`](super::SysEnter).
+    pub const SYS_ENTER: u16 = 3;
+    /// [`SysExit`](super::SysExit).
+    pub const SYS_EXIT: u16 = 4;
+    /// [`Switch`](super::Switch).
+    pub const SWITCH: u16 = 5;
+    /// [`Wakeup`](super::Wakeup) of a thread that ran before.
+    pub const WAKEUP: u16 = 6;
+    /// [`Wakeup`](super::Wakeup): a new thread's first.
+    pub const WAKEUP_NEW: u16 = 7;
+    /// [`NewTask`](super::NewTask).
+    pub const NEW_TASK: u16 = 8;
+    /// [`Exit`](super::Exit).
+    pub const EXIT: u16 = 9;
+    /// [`Rename`](super::Rename) by prctl or pthread_setname_np.
+    pub const RENAME: u16 = 10;
+    /// [`Rename`](super::Rename) by exec.
+    pub const EXEC: u16 = 11;
+    /// How many kinds there are: their numbers are `1..=COUNT`.
+    pub const COUNT: usize = 11;
+    /// The name of each kind, by number - 1 (`tracer dump`, the recorder's counts, the
+    /// trailer).
+    pub const NAMES: [&str; COUNT] = [
+        "func_entry",
+        "func_exit",
+        "sys_enter",
+        "sys_exit",
+        "switch",
+        "wakeup",
+        "wakeup_new",
+        "new_task",
+        "exit",
+        "rename",
+        "exec",
+    ];
+}
+
+/// Common prefix of every record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// CLOCK_MONOTONIC, nanoseconds.
+    pub ts: u64,
+    /// The thread the event belongs to (for a switch: the thread leaving the CPU; for a
+    /// wakeup or a new task: the thread doing it).
+    pub tid: u32,
+    /// Which record follows: one of [`kind`].
+    pub kind: u16,
+    /// Zero: the padding, explicit.
+    pub _pad: u16,
+}
+
+/// A probed function was entered. `func` is the attach cookie: the probe-table id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FuncEntry {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The probe-table id of the function.
+    pub func: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+}
+
+/// A probed function returned with `ret` (the raw return register).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FuncExit {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The probe-table id of the function.
+    pub func: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+    /// The return register.
+    pub ret: u64,
+}
+
+/// A system call started. `arg0` is the fd for I/O and socket calls, `arg2` the requested size.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SysEnter {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The system call's number (x86_64).
+    pub nr: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+    /// Its first argument.
+    pub arg0: u64,
+    /// Its third argument.
+    pub arg2: u64,
+}
+
+/// A system call returned `ret` (bytes moved, a new fd, or `-errno`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SysExit {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The system call's number (x86_64).
+    pub nr: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+    /// Its result: bytes, a new fd, or -errno.
+    pub ret: i64,
+}
+
+/// A context switch: `h.tid` leaves the CPU in `prev_state`, `next_tid` takes it.
+/// `prev_state` is the sched_switch tracepoint's value (0 or bit 0x100 = preempted, still
+/// runnable; 1 = interruptible sleep; 2 = uninterruptible; 0x10/0x20 = exiting).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Switch {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The thread that takes the CPU (0: idle).
+    pub next_tid: u32,
+    /// The state the leaving thread is in ([`crate::switch_state`]).
+    pub prev_state: u32,
+}
+
+/// `h.tid` (0 for an interrupt or the idle task) woke `wakee`, to run on `target_cpu`.
+/// Used for both `WAKEUP` and `WAKEUP_NEW` (first wakeup of a new thread).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wakeup {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The thread woken.
+    pub wakee: u32,
+    /// The CPU it will run on.
+    pub target_cpu: u32,
+}
+
+/// `h.tid` created `child_tid`, a thread of `child_tgid` (a new process when the two are
+/// equal), named `comm`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NewTask {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The new thread.
+    pub child_tid: u32,
+    /// Its process.
+    pub child_tgid: u32,
+    /// Its name, NUL-padded.
+    pub comm: [u8; 16],
+}
+
+/// Thread `h.tid` of process `tgid` exits; `group_dead` is 1 when it is the last one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Exit {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// Its process.
+    pub tgid: u32,
+    /// 1 when its process has no thread left.
+    pub group_dead: u32,
+}
+
+/// Thread `h.tid` took a new name (prctl, pthread_setname_np, exec).
+/// Used for both `RENAME` and `EXEC`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rename {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// Its name, NUL-padded.
+    pub comm: [u8; 16],
+}
+
+/// Asserts at compile time that each `$t` is exactly its fields, in order of their types,
+/// with no implicit padding: the programs and the recorder read the same bytes without
+/// any serialization.
+macro_rules! exact_layout {
+    ($($t:ty { $($f:ty),* })*) => {
+        $(
+            const _: () = assert!(core::mem::size_of::<$t>() == 0 $(+ core::mem::size_of::<$f>())*);
+        )*
+    };
+}
+pub(crate) use exact_layout;
+
+// Ring records are read at 8-byte alignment.
+const _: () = assert!(core::mem::align_of::<Header>() == 8);
+
+exact_layout! {
+    Header { u64, u32, u16, u16 }
+    FuncEntry { Header, u32, u32 }
+    FuncExit { Header, u32, u32, u64 }
+    SysEnter { Header, u32, u32, u64, u64 }
+    SysExit { Header, u32, u32, i64 }
+    Switch { Header, u32, u32 }
+    Wakeup { Header, u32, u32 }
+    NewTask { Header, u32, u32, [u8; 16] }
+    Exit { Header, u32, u32 }
+    Rename { Header, [u8; 16] }
+}

@@ -1,0 +1,114 @@
+//! Counting mode (`tracer stat`): what the programs aggregate in maps instead of sending
+//! records.
+
+/// Probed functions counting mode can hold (ids 1..MAX_FUNCS).
+pub const MAX_FUNCS: u32 = 1024;
+/// System call numbers counting mode can hold.
+pub const MAX_SYSCALLS: u32 = 512;
+/// Buckets of the latency histograms: bucket `i` counts durations in `[2^i, 2^(i+1))` ns,
+/// the last one everything longer (2^31 ns = 2.1 s).
+pub const HIST_BUCKETS: usize = 32;
+
+/// Counting mode, per function (per CPU, summed by user space).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FuncStat {
+    /// Calls.
+    pub calls: u64,
+    /// Calls whose return value, as a signed integer, was negative.
+    pub errors: u64,
+    /// Time in them.
+    pub total_ns: u64,
+    /// Their durations, in log2 buckets ([`HIST_BUCKETS`]).
+    pub hist: [u64; HIST_BUCKETS],
+}
+
+/// Counting mode, per system call number.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SysStat {
+    /// Calls.
+    pub calls: u64,
+    /// Calls that returned -errno.
+    pub errors: u64,
+    /// Time in them.
+    pub total_ns: u64,
+    /// Sum of positive results: bytes moved, for the calls that move bytes.
+    pub positive_sum: u64,
+}
+
+/// Counting mode, per thread, cumulative. Times are closed intervals only: user space
+/// adds the interval still open (from [`ThreadSched`]) when it reads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadStat {
+    /// Nanoseconds in each [`tstate`](crate::tstate), indexed by state.
+    pub state_ns: [u64; 4],
+    /// Switches out to sleep.
+    pub voluntary: u64,
+    /// Switches out while still runnable (preemptions).
+    pub involuntary: u64,
+    /// Wakeups of traced threads it made.
+    pub wakeups_sent: u64,
+    /// Wakeups it received from traced threads.
+    pub wakeups_received: u64,
+    /// Times it ran on another CPU than the last.
+    pub migrations: u64,
+    /// System calls.
+    pub syscalls: u64,
+    /// Time inside system calls.
+    pub syscall_ns: u64,
+    /// Waits for a CPU that ended (each run begins with one), by length: bucket `i` counts `[2^(i + WAIT_SHIFT), 2^(i + WAIT_SHIFT + 1))`
+    /// ns, the first also shorter ones, the last also longer ones. 32-bit counters:
+    /// user space reads them far more often than 4 billion waits.
+    pub wait_hist: [u32; WAIT_BUCKETS],
+}
+
+/// Buckets of [`ThreadStat::wait_hist`]: 1 us to 0.5 s and beyond, in 80 bytes a thread.
+pub const WAIT_BUCKETS: usize = 20;
+/// log2 of the first bucket's lower bound, in ns.
+pub const WAIT_SHIFT: u32 = 10;
+
+/// Calls of probed functions tracked per thread in counting mode (deeper nesting is
+/// counted in depth but not timed).
+pub const MAX_DEPTH: usize = 16;
+
+/// Counting mode, per thread: the state it is in, since when, its last CPU, the start
+/// times of its system call and probed calls in progress, and its counters. Updated in
+/// place, so the hot path makes no map insertions, and one lookup serves an event.
+///
+/// One entry per thread, not per CPU: every update is serialized for a thread, as it
+/// happens either in its own context or under its run-queue or wakeup lock; a wakeup of
+/// a thread that is still running touches only `wakeups_received`, a word the thread
+/// itself does not write.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadSched {
+    /// When its current state began, CLOCK_MONOTONIC ns.
+    pub since: u64,
+    /// Its current state: one of [`tstate`](crate::tstate).
+    pub state: u32,
+    /// The CPU it last ran on.
+    pub cpu: u32,
+    /// Entry time of the system call in progress, 0 when none.
+    pub sys_start: u64,
+    /// The task's `sum_exec_runtime` when it last took a CPU; 0 when unknown.
+    pub exec_base: u64,
+    /// Probed calls in progress.
+    pub depth: u32,
+    /// 1 once the thread has exited: user space reports it a last time and removes it.
+    pub exited: u32,
+    /// Entry times of the probed calls in progress, innermost last.
+    pub func_start: [u64; MAX_DEPTH],
+    /// Their probe-table ids.
+    pub func_id: [u32; MAX_DEPTH],
+    /// Its cumulative counters.
+    pub stat: ThreadStat,
+}
+
+crate::records::exact_layout! {
+    FuncStat { u64, u64, u64, [u64; HIST_BUCKETS] }
+    SysStat { u64, u64, u64, u64 }
+    ThreadStat { [u64; 4], u64, u64, u64, u64, u64, u64, u64, [u32; WAIT_BUCKETS] }
+    ThreadSched { u64, u32, u32, u64, u64, u32, u32, [u64; MAX_DEPTH], [u32; MAX_DEPTH], ThreadStat }
+}
