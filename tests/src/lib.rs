@@ -14,6 +14,7 @@ mod runclock;
 mod server;
 mod syscalls;
 mod tracer;
+mod traces;
 
 pub use env::*;
 pub use fixtures::*;
@@ -23,3 +24,4 @@ pub use runclock::*;
 pub use server::*;
 pub use syscalls::*;
 pub use tracer::*;
+pub use traces::*;

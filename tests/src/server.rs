@@ -26,6 +26,8 @@ pub struct Stats {
     pub handle_request: u64,
     /// Calls of `render_response` (counted on entry).
     pub render_response: u64,
+    /// Worker processes started (the pre-forking server only).
+    pub workers: u64,
 }
 
 impl Stats {
@@ -48,6 +50,7 @@ impl Stats {
                 "connections" => stats.connections = value,
                 "handle_request" => stats.handle_request = value,
                 "render_response" => stats.render_response = value,
+                "workers" => stats.workers = value,
                 _ => {} // tolerate new counters
             }
         }
@@ -73,8 +76,12 @@ pub struct ServerOptions {
     pub late_after_ms: u64,
     /// `--late-linger-ms`: how long each late thread lives after its syscalls.
     pub late_linger_ms: u64,
-    /// `--max-requests`: exit cleanly (printing STATS) after this many requests.
+    /// `--max-requests`: exit cleanly (printing STATS) after this many requests; with
+    /// `processes`, each worker process exits after this many and the master replaces it.
     pub max_requests: Option<u64>,
+    /// Serve from this many worker processes forked by a master (`prefork.c`: the data
+    /// file, spinning and late threads do not apply) instead of worker threads.
+    pub processes: Option<usize>,
 }
 
 impl Default for ServerOptions {
@@ -88,6 +95,7 @@ impl Default for ServerOptions {
             late_after_ms: 100,
             late_linger_ms: 200,
             max_requests: None,
+            processes: None,
         }
     }
 }
@@ -115,7 +123,11 @@ struct Seen {
 impl Server {
     /// Builds (if needed) and starts the server, and waits until it listens.
     pub fn start(opts: &ServerOptions) -> Result<Server> {
-        let bin = build_fixture("server");
+        let bin = build_fixture(if opts.processes.is_some() {
+            "prefork"
+        } else {
+            "server"
+        });
         let (data, tmp) = match &opts.data {
             Some(p) => (p.clone(), None),
             None => {
@@ -126,16 +138,23 @@ impl Server {
             }
         };
         let mut cmd = Command::new(&bin);
-        cmd.arg("--data")
-            .arg(&data)
-            .args(["--workers", &opts.workers.to_string()])
-            .args(["--sleep-us", &opts.sleep_us.to_string()])
-            .args(["--spin-us", &opts.spin_us.to_string()])
-            .args(["--threads-late", &opts.threads_late.to_string()])
-            .args(["--late-after-ms", &opts.late_after_ms.to_string()])
-            .args(["--late-linger-ms", &opts.late_linger_ms.to_string()]);
+        cmd.args(["--sleep-us", &opts.sleep_us.to_string()]);
         if let Some(n) = opts.max_requests {
             cmd.args(["--max-requests", &n.to_string()]);
+        }
+        match opts.processes {
+            Some(n) => {
+                cmd.args(["--workers", &n.to_string()]);
+            }
+            None => {
+                cmd.arg("--data")
+                    .arg(&data)
+                    .args(["--workers", &opts.workers.to_string()])
+                    .args(["--spin-us", &opts.spin_us.to_string()])
+                    .args(["--threads-late", &opts.threads_late.to_string()])
+                    .args(["--late-after-ms", &opts.late_after_ms.to_string()])
+                    .args(["--late-linger-ms", &opts.late_linger_ms.to_string()]);
+            }
         }
         let mut child = cmd
             .stdin(Stdio::null())

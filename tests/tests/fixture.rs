@@ -35,9 +35,30 @@ fn server_counts_match_the_load() {
         connections: 4,
         handle_request: 200,
         render_response: 200,
+        workers: 0,
     };
     assert_eq!(server.stats().unwrap(), expected);
     assert_eq!(server.stop().unwrap(), expected);
+}
+
+#[test]
+fn the_pre_forking_server_replaces_its_workers_and_counts_them_all() {
+    let server = Server::start(&ServerOptions {
+        processes: Some(2),
+        max_requests: Some(10),
+        ..Default::default()
+    })
+    .unwrap();
+    let report = load(server.port(), 12, 5, 300, 2, Duration::from_secs(10));
+    assert_eq!((report.requests, report.errors), (60, 0));
+    let stats = server.stop().unwrap();
+    assert_eq!(
+        (stats.requests, stats.handle_request, stats.render_response),
+        (60, 60, 60)
+    );
+    assert_eq!(stats.bytes, 60 * 300);
+    // Each worker leaves after 10 requests: at least 6 were started in all.
+    assert!(stats.workers >= 6, "{stats:?}");
 }
 
 #[test]

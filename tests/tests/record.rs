@@ -4,12 +4,11 @@
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    path::Path,
     process::{Command, Stdio},
     time::Duration,
 };
 
-use trace_file::{ChunkKind, Event, EventChunkDecoder, Reader, Record, ThreadInfo, Trailer};
+use trace_file::Event;
 use tracer_tests::*;
 
 fn tracer() -> Command {
@@ -18,46 +17,6 @@ fn tracer() -> Command {
 
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
-}
-
-/// Everything in a trace file, records sorted by time.
-struct Trace {
-    threads: Vec<ThreadInfo>,
-    records: Vec<Record>,
-    trailer: Option<Trailer>,
-    lost: u64,
-}
-
-fn read_trace(path: &Path) -> Trace {
-    let mut reader = Reader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut t = Trace {
-        threads: vec![],
-        records: vec![],
-        trailer: None,
-        lost: 0,
-    };
-    while let Some(c) = reader.next_chunk().unwrap() {
-        match c.kind {
-            ChunkKind::Threads => t.threads = c.meta().unwrap(),
-            ChunkKind::Events => {
-                for r in EventChunkDecoder::new(&c.payload, c.offset).unwrap() {
-                    t.records.push(r.unwrap());
-                }
-            }
-            ChunkKind::Trailer => {
-                let tr: Trailer = c.meta().unwrap();
-                t.lost = tr.lost;
-                t.trailer = Some(tr);
-            }
-            _ => {}
-        }
-    }
-    t.records.sort_by_key(|r| r.ts);
-    t
-}
-
-fn count(t: &Trace, pred: impl Fn(&Record) -> bool) -> u64 {
-    t.records.iter().filter(|r| pred(r)).count() as u64
 }
 
 #[test]
@@ -106,17 +65,6 @@ fn uprobe_counts_equal_the_servers_own_and_nothing_is_lost() {
         |x| matches!(x.event, Event::SysExit { nr: 288, ret } if ret >= 0),
     );
     assert_eq!(accepts, stats.connections);
-}
-
-fn probe_ids(path: &Path) -> HashMap<String, u32> {
-    let mut reader = Reader::new(std::fs::File::open(path).unwrap()).unwrap();
-    while let Some(c) = reader.next_chunk().unwrap() {
-        if c.kind == ChunkKind::Probes {
-            let p: Vec<trace_file::Probe> = c.meta().unwrap();
-            return p.into_iter().map(|p| (p.name, p.id)).collect();
-        }
-    }
-    panic!("no probe table");
 }
 
 /// Running time per thread from sched_switch: from each switch-in to the next switch-out

@@ -91,6 +91,10 @@ pub struct Config {
     /// In counting mode, also record full detail for one call in this many per function
     /// (0 = never).
     pub sample_every: u32,
+    /// 1: the processes a traced process creates are traced too; 0: only its threads.
+    pub inherit: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
 }
 
 impl Config {
@@ -98,10 +102,12 @@ impl Config {
     pub const RECORD: Config = Config {
         stat_mode: 0,
         sample_every: 0,
+        inherit: 1,
+        _pad: 0,
     };
 }
 
 crate::records::exact_layout! {
     Offsets { [u32; 16] }
-    Config { u32, u32 }
+    Config { u32, u32, u32, u32 }
 }

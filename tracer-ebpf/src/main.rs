@@ -486,8 +486,11 @@ mod programs {
         let flags = field!(ctx, newtask_clone_flags, u64);
         let child_tgid = if flags & CLONE_THREAD != 0 {
             tgid
-        } else {
+        } else if config().inherit != 0 {
             child
+        } else {
+            // A new process, and the traced ones keep to themselves (--no-inherit).
+            return 0;
         };
         // The hint first: the child's first event must not find its byte clear.
         hint(child);

@@ -133,9 +133,13 @@ pub enum Command {
 /// What `record` and `stat` attach to, and when they stop.
 #[derive(clap::Args)]
 pub struct Target {
-    /// Process to trace (repeatable).
+    /// Process to trace, with its descendants, those running already and those it
+    /// creates (repeatable).
     #[arg(short, long = "pid", value_name = "PID")]
     pub pids: Vec<u32>,
+    /// Trace the given processes only, not their descendants (their threads still).
+    #[arg(long)]
+    pub no_inherit: bool,
     /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
     #[arg(short, long = "uprobe", value_name = "SPEC")]
     pub uprobes: Vec<String>,
@@ -197,6 +201,7 @@ impl Target {
             stat,
             rotate,
             trigger: None,
+            inherit: !self.no_inherit,
         })
     }
 }

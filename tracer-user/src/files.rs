@@ -116,14 +116,15 @@ impl Files {
     }
 
     /// Ends the current file and goes on in a new one named for now under `base`, which
-    /// starts at `start_ns` with the threads alive then; the oldest beyond `rot.keep` are
-    /// removed.
+    /// starts at `start_ns` with the processes `pids` and their threads alive then; the
+    /// oldest beyond `rot.keep` are removed.
     #[allow(clippy::too_many_arguments)]
     pub fn rotate(
         &mut self,
         d: &mut Drain,
         losses: Losses,
         preamble: &Preamble,
+        pids: &[u32],
         start_ns: u64,
         base: &Path,
         force: bool,
@@ -134,10 +135,11 @@ impl Files {
         let path = segment_path(base, SystemTime::now());
         let file = output::create_exclusive(&path, force)?;
         let mut threads = Vec::new();
-        for &pid in &preamble.pids {
+        for &pid in pids {
             threads.extend(procfs::threads(pid).unwrap_or_default());
         }
         let mut next = preamble.clone();
+        next.pids = pids.to_vec();
         next.header.start_ns = start_ns;
         next.header.part = self.written as u32 + 1;
         next.header.monotonic_to_realtime_ns = crate::clock::monotonic_to_realtime();

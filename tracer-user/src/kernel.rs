@@ -6,10 +6,7 @@ use std::{os::fd::AsFd, path::Path};
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
     maps::{Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, RingBuf},
-    programs::{
-        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
-        BtfTracePoint, RawTracePoint, TracePoint, UProbe,
-    },
+    programs::{BtfTracePoint, RawTracePoint, TracePoint, UProbe},
     Btf, Ebpf, EbpfLoader,
 };
 use tracer_abi::{
@@ -57,6 +54,8 @@ pub struct Kernel {
     pub stat: Option<StatMaps>,
     /// Runs the kernel skipped, read once more when the programs are unloaded.
     skipped_at_stop: u64,
+    /// The uprobe events the links use: declared after `links`, so dropped after them.
+    uprobe_events: crate::uprobe::Events,
 }
 
 /// Counting mode's maps (see tracer-ebpf/src/stat.rs).
@@ -69,7 +68,7 @@ pub struct StatMaps {
 impl Kernel {
     /// Loads the programs for a machine with `cpus` CPUs, with tracepoint layouts `offsets`,
     /// in the mode `config` says.
-    pub fn load(cpus: u32, offsets: &Offsets, config: &Config) -> Result<Kernel> {
+    pub fn load(cpus: u32, offsets: &Offsets, config: &Config, tracefs: &Path) -> Result<Kernel> {
         if OBJECT.is_empty() {
             bail!("this tracer was built without its eBPF programs; build it with `cargo xtask build`");
         }
@@ -131,6 +130,7 @@ impl Kernel {
             uprobe_programs: ["func_entry", "func_exit"],
             stat,
             skipped_at_stop: 0,
+            uprobe_events: crate::uprobe::Events::new(tracefs),
         })
     }
 
@@ -217,31 +217,29 @@ impl Kernel {
         Ok(())
     }
 
-    /// Attaches entry and return probes at `file_offset` of `binary` for process `pid`,
-    /// tagging their records with function id `id`.
+    /// Attaches entry and return probes at `file_offset` of `binary` for process `pid` and,
+    /// with `inherit`, the processes it creates later, tagging their records with function
+    /// id `id`.
     pub fn attach_uprobe(
         &mut self,
         binary: &Path,
         file_offset: u64,
         id: u32,
         pid: u32,
+        inherit: bool,
     ) -> Result<()> {
-        let scope = UProbeScope::OneProcess(
-            std::num::NonZeroU32::new(pid).ok_or_else(|| anyhow!("pid 0 cannot be traced"))?,
-        );
-        for prog in self.uprobe_programs {
-            let p: &mut UProbe = self.ebpf().program_mut(prog).unwrap().try_into()?;
-            let point = UProbeAttachPoint {
-                location: UProbeAttachLocation::AbsoluteOffset(file_offset),
-                cookie: Some(id as u64),
-            };
-            let id = p.attach(point, binary, scope).map_err(|e| {
-                anyhow!(
-                    "attaching a uprobe at {}+{file_offset:#x}: {e}",
-                    binary.display()
-                )
-            })?;
-            let link = p.take_link(id)?;
+        for (prog, ret) in self.uprobe_programs.into_iter().zip([false, true]) {
+            let p: &mut UProbe = self.program(prog)?;
+            let fd = p.fd()?.as_fd().try_clone_to_owned()?;
+            let link = self.uprobe_events.attach(
+                fd.as_fd(),
+                binary,
+                file_offset,
+                ret,
+                pid,
+                inherit,
+                id as u64,
+            )?;
             self.links.push(Box::new(link));
         }
         Ok(())
@@ -321,6 +319,7 @@ impl Kernel {
         });
         self.skipped_at_stop = self.skipped();
         self.ebpf = None;
+        self.uprobe_events.remove();
     }
 }
 

@@ -1,6 +1,7 @@
 //! `tracer`: record a server process's kernel and application events, and turn the trace
 //! into Paraver traces, other viewers' formats and summaries.
 
+mod attach;
 mod btf;
 mod cli;
 mod clock;
@@ -17,7 +18,9 @@ mod session;
 mod stat;
 mod status;
 mod tracefs;
+mod tree;
 mod trigger;
+mod uprobe;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 

@@ -55,6 +55,47 @@ pub fn exec_ns(pid: u32, tid: u32) -> Option<u64> {
         .ok()
 }
 
+/// The processes whose parent is in `of` and that are not in it themselves, from a scan of
+/// /proc (its `children` files are documented as unreliable while processes fork).
+pub fn children_of(of: &std::collections::BTreeSet<u32>) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if of.contains(&pid) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the name: state, then the parent's pid.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid.is_some_and(|p| of.contains(&p)) {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Which file `pid` runs: the device and inode of its executable.
+pub fn exe_identity(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    Some((m.dev(), m.ino()))
+}
+
 /// The threads of `pid`, with their names and states.
 pub fn threads(pid: u32) -> Result<Vec<ThreadInfo>> {
     let dir = format!("/proc/{pid}/task");

@@ -16,9 +16,11 @@ use crate::{
     drain::Drain,
     files::{Files, Rotation},
     kernel::{Kernel, Losses},
+    procfs,
     session::Session,
     stat::{Counting, StatOptions},
     status::{RecordSummary, Status},
+    tree::Tree,
     trigger::{Trigger, Watch},
 };
 
@@ -43,6 +45,9 @@ pub struct RecordOptions {
     pub rotate: Option<Rotation>,
     /// Stop once a call of a probed function takes this long (and a little after).
     pub trigger: Option<Trigger>,
+    /// Trace the processes the traced ones create (and those they created before), not
+    /// only their threads.
+    pub inherit: bool,
 }
 
 /// Sleep between drains when the buffers were empty. The programs never wake us: a
@@ -103,21 +108,23 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     let counting = matches!(mode, Mode::Stat(_));
     let mut status = Status::new(opts.quiet || counting);
 
-    let reason = run(
+    let mut tree = Tree::new(&s.pids, &s.threads);
+    let reason = Run {
         opts,
-        &mut s,
-        &mut mode,
-        &mut d,
-        &mut files,
-        &stop,
-        &mut status,
-    )?;
+        s: &mut s,
+        mode: &mut mode,
+        d: &mut d,
+        files: &mut files,
+        tree: &mut tree,
+        status: &mut status,
+    }
+    .run(&stop)?;
 
     // Stop the producers, then take what is still in the buffers.
     s.kernel.stop();
     let mut names = Names::new();
     d.drain(&mut s.kernel, |ts, tid, e| {
-        see(&mut mode, &mut names, ts, tid, e)
+        see(&mut mode, &mut tree, &mut names, ts, tid, e)
     })?;
     d.flush_all()?;
     if let Mode::Stat(c) = &mut mode {
@@ -137,83 +144,141 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         reason,
         output: files.current,
         files: files.written,
+        processes: tree.processes,
+        threads: tree.threads,
+        late_probes: s.probes.late,
+        uncertain_probes: s.probes.uncertain,
     })
 }
 
-/// The loop: drain, write, rotate, until a reason to stop.
-fn run(
-    opts: &RecordOptions,
-    s: &mut Session,
-    mode: &mut Mode,
-    d: &mut Drain,
-    files: &mut Files,
-    stop: &AtomicBool,
-    status: &mut Status,
-) -> Result<&'static str> {
-    let started = Instant::now();
-    let mut stop_at: Option<Instant> = None;
-    let mut last_check = Instant::now();
-    let mut lost = 0;
-    let mut names = Names::new();
-    loop {
-        let drained = d.drain(&mut s.kernel, |ts, tid, e| {
-            see(mode, &mut names, ts, tid, e)
-        })?;
-        d.flush_aged()?;
-        let may_rotate = mode.tick(&mut s.kernel, d, &mut names)?;
-        if let Some(rot) = opts.rotate.filter(|r| may_rotate && files.due(r.every)) {
-            // A counting file starts where the previous one's last window ended.
-            let start_ns = match mode {
-                Mode::Stat(c) => c.new_file(),
-                Mode::Trace { .. } => clock::monotonic_ns(),
-            };
-            let losses = losses(&s.kernel, d)?;
-            files.rotate(
-                d,
-                losses,
-                &s.preamble,
-                start_ns,
-                &opts.output,
-                opts.force,
-                rot.keep,
-            )?;
-        }
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok("signal");
-        }
-        if stop_at.is_none() {
-            stop_at = fired(mode, opts.quiet).map(|after| Instant::now() + after);
-        }
-        if stop_at.is_some_and(|t| Instant::now() >= t) {
-            return Ok("trigger");
-        }
-        if opts.duration.is_some_and(|t| started.elapsed() >= t) {
-            return Ok("duration");
-        }
-        if last_check.elapsed() >= Duration::from_millis(100) {
-            last_check = Instant::now();
-            if s.all_exited(&opts.pids) {
-                return Ok("process exited");
+/// The loop's state: what it reads, writes and keeps up to date.
+struct Run<'a> {
+    opts: &'a RecordOptions,
+    s: &'a mut Session,
+    mode: &'a mut Mode,
+    d: &'a mut Drain,
+    files: &'a mut Files,
+    tree: &'a mut Tree,
+    status: &'a mut Status,
+}
+
+impl Run<'_> {
+    /// Drains, writes, rotates, until a reason to stop.
+    fn run(&mut self, stop: &AtomicBool) -> Result<&'static str> {
+        let opts = self.opts;
+        let started = Instant::now();
+        let mut stop_at: Option<Instant> = None;
+        let mut last_check = Instant::now();
+        let mut names = Names::new();
+        loop {
+            let (mode, tree) = (&mut *self.mode, &mut *self.tree);
+            let drained = self.d.drain(&mut self.s.kernel, |ts, tid, e| {
+                see(mode, tree, &mut names, ts, tid, e)
+            })?;
+            self.d.flush_aged()?;
+            self.follow_tree()?;
+            let may_rotate = self.mode.tick(&mut self.s.kernel, self.d, &mut names)?;
+            if let Some(rot) = opts
+                .rotate
+                .filter(|r| may_rotate && self.files.due(r.every))
+            {
+                self.rotate(rot)?;
             }
-            let losses = losses(&s.kernel, d)?;
-            if losses.total() != lost {
-                // Losses are on record as they happen, not only if we get to the end.
-                lost = losses.total();
-                let in_file = files.losses_in_file(&losses);
-                d.w.meta(ChunkKind::Lost, &in_file.counts(clock::monotonic_ns()))?;
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok("signal");
             }
-            status.lost = lost;
+            if stop_at.is_none() {
+                stop_at = fired(self.mode, opts.quiet).map(|after| Instant::now() + after);
+            }
+            if stop_at.is_some_and(|t| Instant::now() >= t) {
+                return Ok("trigger");
+            }
+            if opts.duration.is_some_and(|t| started.elapsed() >= t) {
+                return Ok("duration");
+            }
+            if last_check.elapsed() >= Duration::from_millis(100) {
+                last_check = Instant::now();
+                if self.all_exited() {
+                    return Ok("process exited");
+                }
+                self.note_losses()?;
+            }
+            self.status.tick(started.elapsed(), self.d, self.tree);
+            if drained == 0 {
+                std::thread::sleep(IDLE_POLL);
+            }
         }
-        status.tick(started.elapsed(), d);
-        if drained == 0 {
-            std::thread::sleep(IDLE_POLL);
+    }
+
+    /// Processes created while recording get their probes and their Process chunk; those
+    /// gone are forgotten.
+    fn follow_tree(&mut self) -> Result<()> {
+        let (forks, exits) = self.tree.take_changes();
+        for fork in &forks {
+            self.s.probes.adopt(&mut self.s.kernel, fork)?;
+            let info = procfs::process(fork.child, false);
+            self.d.w.meta(ChunkKind::Process, &info)?;
         }
+        for pid in exits {
+            self.s.probes.exited(pid);
+        }
+        Ok(())
+    }
+
+    /// True once every traced process is gone (and the launched command reaped). The
+    /// records say which are alive; /proc corrects them when an exit record was lost.
+    fn all_exited(&mut self) -> bool {
+        let stale: Vec<u32> = (self.tree.live().iter().copied())
+            .filter(|&p| !procfs::alive(p))
+            .take(64)
+            .collect();
+        for pid in stale {
+            self.tree.gone(pid);
+        }
+        self.tree.live().is_empty() && self.s.launched.as_ref().is_none_or(|l| l.exited())
+    }
+
+    /// Losses are on record as they happen, not only if we get to the end.
+    fn note_losses(&mut self) -> Result<()> {
+        let losses = losses(&self.s.kernel, self.d)?;
+        if losses.total() != self.status.lost {
+            self.status.lost = losses.total();
+            let in_file = self.files.losses_in_file(&losses);
+            self.d
+                .w
+                .meta(ChunkKind::Lost, &in_file.counts(clock::monotonic_ns()))?;
+        }
+        Ok(())
+    }
+
+    /// Ends the current file and goes on in a new one. A counting file starts where the
+    /// previous one's last window ended.
+    fn rotate(&mut self, rot: Rotation) -> Result<()> {
+        let start_ns = match self.mode {
+            Mode::Stat(c) => c.new_file(),
+            Mode::Trace { .. } => clock::monotonic_ns(),
+        };
+        let losses = losses(&self.s.kernel, self.d)?;
+        let pids: Vec<u32> = self.tree.live().iter().copied().collect();
+        self.files.rotate(
+            self.d,
+            losses,
+            &self.s.preamble,
+            &pids,
+            start_ns,
+            &self.opts.output,
+            self.opts.force,
+            rot.keep,
+        )
     }
 }
 
-/// One drained record, as the mode needs to see it.
+/// One drained record, as the tree and the mode need to see it.
 #[inline]
-fn see(mode: &mut Mode, names: &mut Names, ts: u64, tid: u32, event: &Event) {
+fn see(mode: &mut Mode, tree: &mut Tree, names: &mut Names, ts: u64, tid: u32, event: &Event) {
+    if matches!(event, Event::NewTask { .. } | Event::Exit { .. }) {
+        tree.see(ts, tid, event);
+    }
     match mode {
         Mode::Trace { watch: Some(w) } => w.see(ts, tid, event),
         Mode::Trace { watch: None } => {}

@@ -8,6 +8,7 @@ use anyhow::{anyhow, bail, Result};
 use trace_file::{Probe, ThreadInfo, TraceHeader};
 
 use crate::{
+    attach::Probes,
     clock,
     files::{segment_path, Preamble, TraceWriter},
     kernel::Kernel,
@@ -24,6 +25,8 @@ pub struct Session {
     pub cpus: u32,
     /// The calls `--trigger` watches.
     pub watch: Option<Watch>,
+    /// Which process has which probes.
+    pub probes: Probes,
     /// The processes traced from the start (given and launched).
     pub pids: Vec<u32>,
     pub launched: Option<Launched>,
@@ -60,12 +63,21 @@ impl Session {
             }
             None => None,
         };
-        let resolved = probes::resolve_all(
-            &opts.uprobes,
-            &opts.pids,
-            launch_target.as_deref(),
-            opts.allow_multiple,
-        )?;
+        let mut roots: Vec<probes::Target> = (opts.pids.iter())
+            .map(|&p| probes::Target {
+                pid: Some(p),
+                target: symbolizer::Target::Pid(p),
+                same_exe: Vec::new(),
+            })
+            .collect();
+        if let Some(path) = &launch_target {
+            roots.push(probes::Target {
+                pid: None,
+                target: symbolizer::Target::Path(path.clone()),
+                same_exe: Vec::new(),
+            });
+        }
+        let mut resolved = probes::resolve_all(&opts.uprobes, &roots, opts.allow_multiple)?;
         let watch = match &opts.trigger {
             Some(t) => Some(Watch::new(t, &resolved)?),
             None => None,
@@ -76,14 +88,13 @@ impl Session {
         };
         let file = output::create_exclusive(&first, opts.force)?;
         let cpus = procfs::possible_cpus()?;
-        let config = match opts.stat {
-            None => tracer_abi::Config::RECORD,
-            Some(s) => tracer_abi::Config {
-                stat_mode: 1,
-                sample_every: s.sample_every,
-            },
+        let config = tracer_abi::Config {
+            stat_mode: opts.stat.is_some() as u32,
+            sample_every: opts.stat.map_or(0, |s| s.sample_every),
+            inherit: opts.inherit as u32,
+            _pad: 0,
         };
-        let mut kernel = Kernel::load(cpus, &offsets, &config)?;
+        let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
 
         let launched = match &launch_target {
             Some(program) => Some(Launched::spawn(program, &opts.command)?),
@@ -94,12 +105,30 @@ impl Session {
         for &pid in &pids {
             kernel.trace_process(pid)?;
         }
-        // Tracepoints first, then the thread list: a thread created in between is caught by
-        // task_newtask (its process is already in the filter) and listed by /proc as well.
+        // Tracepoints first, then the thread list and the descendants: a thread or process
+        // created in between is caught by task_newtask (its process is already in the
+        // filter) and listed by /proc as well.
         kernel.attach_tracepoints(opts.empty_probes)?;
+        if opts.inherit {
+            let descendants = trace_descendants(&mut kernel, &pids)?;
+            probes::extend_to(
+                &mut resolved,
+                &opts.pids,
+                &descendants,
+                &opts.uprobes,
+                opts.allow_multiple,
+            );
+            pids.extend(descendants);
+        }
         let seeded_at = clock::monotonic_ns();
         let threads = seed_threads(&mut kernel, &pids, opts.stat.is_some(), seeded_at)?;
-        let table = attach_probes(&mut kernel, &resolved, launched.as_ref(), opts)?;
+        let (probes, table) = Probes::attach(
+            &mut kernel,
+            resolved,
+            launched.as_ref().map(|l| l.pid),
+            opts.inherit,
+            opts.empty_probes,
+        )?;
         let preamble = preamble(opts, cpus, &pids, launched.as_ref(), table);
         let writer = preamble.write(file, &threads)?;
         if let Some(l) = &launched {
@@ -109,6 +138,7 @@ impl Session {
             kernel,
             cpus,
             watch,
+            probes,
             pids,
             launched,
             threads,
@@ -118,12 +148,22 @@ impl Session {
         };
         Ok((session, writer))
     }
+}
 
-    /// True once every traced process is gone (the launched one reaped).
-    pub fn all_exited(&self, given: &[u32]) -> bool {
-        match &self.launched {
-            Some(l) => l.exited() && given.iter().all(|&p| !procfs::alive(p)),
-            None => self.pids.iter().all(|&p| !procfs::alive(p)),
+/// Puts every descendant of `roots` in the filter, each before its own children are looked
+/// for, so that none forked meanwhile is missed; returns them.
+fn trace_descendants(kernel: &mut Kernel, roots: &[u32]) -> Result<Vec<u32>> {
+    let mut traced: std::collections::BTreeSet<u32> = roots.iter().copied().collect();
+    let mut found = Vec::new();
+    loop {
+        let children = procfs::children_of(&traced);
+        if children.is_empty() {
+            return Ok(found);
+        }
+        for pid in children {
+            kernel.trace_process(pid)?;
+            traced.insert(pid);
+            found.push(pid);
         }
     }
 }
@@ -138,7 +178,8 @@ fn seed_threads(
 ) -> Result<Vec<ThreadInfo>> {
     let mut threads = Vec::new();
     for &pid in pids {
-        for t in procfs::threads(pid)? {
+        // A descendant that exited since it was found has no threads left to list.
+        for t in procfs::threads(pid).unwrap_or_default() {
             kernel.trace_thread(t.tid, pid)?;
             if counting {
                 let seed = tracer_abi::ThreadSched {
@@ -154,32 +195,6 @@ fn seed_threads(
         }
     }
     Ok(threads)
-}
-
-/// Attaches every resolved function's probes; returns the probe table.
-fn attach_probes(
-    kernel: &mut Kernel,
-    resolved: &[probes::Resolved],
-    launched: Option<&Launched>,
-    opts: &RecordOptions,
-) -> Result<Vec<Probe>> {
-    let mut table = Vec::new();
-    if resolved.is_empty() {
-        return Ok(table);
-    }
-    kernel.load_uprobes(opts.empty_probes)?;
-    for (i, r) in resolved.iter().enumerate() {
-        let id = i as u32 + 1;
-        for pid in &r.pids {
-            let pid = match pid {
-                Some(p) => *p,
-                None => launched.map(|l| l.pid).unwrap_or_default(),
-            };
-            kernel.attach_uprobe(&r.func.binary, r.func.file_offset, id, pid)?;
-        }
-        table.push(probes::table_entry(id, &r.func));
-    }
-    Ok(table)
 }
 
 fn preamble(

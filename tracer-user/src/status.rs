@@ -9,7 +9,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use crate::drain::Drain;
+use crate::{drain::Drain, tree::Tree};
 
 /// Totals of a finished recording.
 pub struct RecordSummary {
@@ -26,6 +26,13 @@ pub struct RecordSummary {
     pub output: PathBuf,
     /// Files written (more than one with rotation).
     pub files: u64,
+    /// Processes and threads traced at any time.
+    pub processes: u64,
+    pub threads: u64,
+    /// Processes that got their probes after they had started, and processes for which it
+    /// is not known whether they inherited them (see `attach`).
+    pub late_probes: u64,
+    pub uncertain_probes: u64,
 }
 
 /// The status line of a recording: once a second, on a terminal only.
@@ -49,7 +56,7 @@ impl Status {
     }
 
     /// Redraws the line if a second has passed.
-    pub fn tick(&mut self, elapsed: Duration, d: &Drain) {
+    pub fn tick(&mut self, elapsed: Duration, d: &Drain, tree: &Tree) {
         if !self.on || self.last.elapsed() < Duration::from_secs(1) {
             return;
         }
@@ -57,11 +64,13 @@ impl Status {
         let rate = d.total - self.last_total;
         self.last_total = d.total;
         eprint!(
-            "\r\x1b[Krecording {:>6.1}s  {:>9} events/s  {:>10} written  {} lost",
+            "\r\x1b[Krecording {:>6.1}s  {:>9} events/s  {:>10} written  {} lost  {} processes, {} threads",
             elapsed.as_secs_f64(),
             rate,
             human_bytes(d.w.bytes_written()),
-            self.lost
+            self.lost,
+            tree.live().len(),
+            tree.threads
         );
     }
 
@@ -83,12 +92,28 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
     };
     writeln!(
         out,
-        "recorded {total} events in {:.1}s ({}) to {to}, stopped by {}",
+        "recorded {total} events of {} processes and {} threads in {:.1}s ({}) to {to}, stopped by {}",
+        s.processes,
+        s.threads,
         s.seconds,
         human_bytes(s.bytes),
         s.reason
     )
     .context("writing the summary")?;
+    if s.late_probes > 0 {
+        writeln!(
+            out,
+            "  {} processes created while the probes were attached got them late: their first calls may be missing",
+            s.late_probes
+        )?;
+    }
+    if s.uncertain_probes > 0 {
+        writeln!(
+            out,
+            "  {} processes were created while their parent's probes were attached: their calls may be missing or doubled",
+            s.uncertain_probes
+        )?;
+    }
     for (k, v) in &s.records {
         writeln!(out, "  {k:<12} {v:>12}")?;
     }

@@ -1,0 +1,86 @@
+//! Servers as they run in production, traced by the pid a user sees: a pre-forking one
+//! (master and worker processes), checked against the server's own counters. Needs root.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use trace_file::Event;
+use tracer_tests::*;
+
+/// A master whose workers exist before the tracer attaches, and which replaces each worker
+/// after 30 requests while recording: traced by the master's pid, every worker's calls are
+/// in the trace, exactly as many as the server counted.
+#[test]
+fn a_pre_forking_server_is_traced_whole_by_its_masters_pid() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        processes: Some(3),
+        max_requests: Some(30),
+        ..Default::default()
+    })
+    .unwrap();
+    let before = server.stats().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.trace");
+    let rec = start_tracer(
+        "record",
+        server.pid(),
+        &out,
+        &["-u", "handle_request", "-u", "render_response"],
+    );
+    let report = load(server.port(), 24, 10, 512, 3, Duration::from_secs(20));
+    let stats = server.stats().unwrap();
+    stop_tracer(rec);
+    server.stop().unwrap();
+    assert_eq!((report.requests, report.errors), (240, 0));
+    assert!(
+        stats.workers >= before.workers + 6,
+        "workers were replaced while recording: {before:?} {stats:?}"
+    );
+
+    let t = read_trace(&out);
+    assert_eq!(t.lost, 0, "events were lost");
+    let ids = probe_ids(&out);
+    let entries = |id: u32| count(&t, |r| r.event == Event::FuncEntry { func: id });
+    let exits = |id: u32| {
+        count(
+            &t,
+            |r| matches!(r.event, Event::FuncExit { func, .. } if func == id),
+        )
+    };
+    for name in ["handle_request", "render_response"] {
+        assert_eq!(entries(ids[name]), 240, "{name} entries");
+        assert_eq!(exits(ids[name]), 240, "{name} exits");
+    }
+    // The calls came from the workers of the start and from those created later.
+    let callers: BTreeSet<u32> = (t.records.iter())
+        .filter(|r| {
+            r.event
+                == Event::FuncEntry {
+                    func: ids["handle_request"],
+                }
+        })
+        .map(|r| r.tid)
+        .collect();
+    let created: BTreeSet<u32> = (t.records.iter())
+        .filter_map(|r| match r.event {
+            Event::NewTask {
+                child_tid,
+                child_tgid,
+                ..
+            } if child_tid == child_tgid => Some(child_tgid),
+            _ => None,
+        })
+        .collect();
+    assert!(callers.len() >= 3 + 6, "{} workers called", callers.len());
+    assert!(
+        callers.intersection(&created).count() >= 6,
+        "workers created while recording were not probed"
+    );
+    // Each process created while recording is described in the file.
+    for pid in &created {
+        assert!(
+            t.processes.iter().any(|p| p.tgid == *pid),
+            "no Process chunk for {pid}"
+        );
+    }
+}

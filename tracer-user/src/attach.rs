@@ -1,0 +1,111 @@
+//! Which traced process has which probes, and since when. Probes are inherited by the
+//! processes a probed one creates after they were attached; a process it created before
+//! (found at attach, or forked while the probes were being attached) gets its own.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use trace_file::Probe;
+
+use crate::{clock, kernel::Kernel, probes::Resolved, tree::Fork};
+
+/// The probes of one process: (function id, CLOCK_MONOTONIC span of their attachment).
+type Attached = Vec<(u32, u64, u64)>;
+
+/// See the module's documentation.
+pub struct Probes {
+    resolved: Vec<Resolved>,
+    inherit: bool,
+    by_process: HashMap<u32, Attached>,
+    /// Processes that got probes after they had started (calls before were not seen).
+    pub late: u64,
+    /// Processes forked while their parent's probes were being attached: whether they
+    /// inherited them is not known, and they were left as they were.
+    pub uncertain: u64,
+}
+
+impl Probes {
+    /// Attaches every function to the processes it was resolved for (`launched` stands
+    /// for the launched command); returns the probes and the probe table.
+    pub fn attach(
+        kernel: &mut Kernel,
+        resolved: Vec<Resolved>,
+        launched: Option<u32>,
+        inherit: bool,
+        empty: bool,
+    ) -> Result<(Probes, Vec<Probe>)> {
+        let mut p = Probes {
+            resolved,
+            inherit,
+            by_process: HashMap::new(),
+            late: 0,
+            uncertain: 0,
+        };
+        let mut table = Vec::new();
+        if p.resolved.is_empty() {
+            return Ok((p, table));
+        }
+        kernel.load_uprobes(empty)?;
+        for i in 0..p.resolved.len() {
+            let id = i as u32 + 1;
+            let pids: Vec<u32> = (p.resolved[i].pids.iter())
+                .filter_map(|pid| pid.or(launched))
+                .collect();
+            for pid in pids {
+                p.attach_one(kernel, i, pid)?;
+            }
+            table.push(crate::probes::table_entry(id, &p.resolved[i].func));
+        }
+        Ok((p, table))
+    }
+
+    fn attach_one(&mut self, kernel: &mut Kernel, i: usize, pid: u32) -> Result<()> {
+        let f = &self.resolved[i].func;
+        let start = clock::monotonic_ns();
+        kernel.attach_uprobe(&f.binary, f.file_offset, i as u32 + 1, pid, self.inherit)?;
+        let end = clock::monotonic_ns();
+        self.by_process
+            .entry(pid)
+            .or_default()
+            .push((i as u32 + 1, start, end));
+        Ok(())
+    }
+
+    /// A process created by a traced one: its parent's probes that existed when it was
+    /// created are its by inheritance; the others are attached now.
+    pub fn adopt(&mut self, kernel: &mut Kernel, fork: &Fork) -> Result<()> {
+        let Some(parent) = fork.parent.and_then(|p| self.by_process.get(&p)) else {
+            return Ok(());
+        };
+        if !self.inherit {
+            return Ok(());
+        }
+        let mut inherited = Attached::new();
+        let mut missing = Vec::new();
+        let mut uncertain = false;
+        for &(id, start, end) in parent {
+            if fork.ts > end {
+                inherited.push((id, 0, 0));
+            } else if fork.ts < start {
+                missing.push(id);
+            } else {
+                uncertain = true;
+            }
+        }
+        self.uncertain += uncertain as u64;
+        self.by_process.insert(fork.child, inherited);
+        if !missing.is_empty() {
+            self.late += 1;
+            for id in missing {
+                // A process that exited already is no error: it has nothing left to probe.
+                let _ = self.attach_one(kernel, id as usize - 1, fork.child);
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets a process that exited.
+    pub fn exited(&mut self, pid: u32) {
+        self.by_process.remove(&pid);
+    }
+}
