@@ -7,6 +7,7 @@
 
 use std::io::Write;
 
+use crate::units::{human_bytes, human_ns};
 use crate::{
     By, CallEdge, Connection, ConnectionStats, Error, Format, FunctionStats, Section, Summary,
     SummaryOptions, SyscallStats, ThreadStats, Thresholds,
@@ -607,48 +608,6 @@ fn human_cell(c: &Cell) -> (String, bool) {
             }
         }
         Cell::Flags(f) => (f.join(","), false),
-    }
-}
-
-/// `850ns`, `12.3us`, `4.56ms`, `1.23s`: three significant digits.
-pub fn human_ns(v: u64) -> String {
-    let f = v as f64;
-    let (x, unit) = if v < 1_000 {
-        return format!("{v}ns");
-    } else if v < 1_000_000 {
-        (f / 1e3, "us")
-    } else if v < 1_000_000_000 {
-        (f / 1e6, "ms")
-    } else {
-        (f / 1e9, "s")
-    };
-    if x >= 100.0 {
-        format!("{x:.0}{unit}")
-    } else if x >= 10.0 {
-        format!("{x:.1}{unit}")
-    } else {
-        format!("{x:.2}{unit}")
-    }
-}
-
-/// `512B`, `1.50KiB`, `3.2MiB`...
-pub fn human_bytes(v: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if v < 1024 {
-        return format!("{v}B");
-    }
-    let mut x = v as f64 / 1024.0;
-    let mut u = 0;
-    while x >= 1024.0 && u < UNITS.len() - 1 {
-        x /= 1024.0;
-        u += 1;
-    }
-    if x >= 100.0 {
-        format!("{x:.0}{}", UNITS[u])
-    } else if x >= 10.0 {
-        format!("{x:.1}{}", UNITS[u])
-    } else {
-        format!("{x:.2}{}", UNITS[u])
     }
 }
 
