@@ -200,10 +200,6 @@ impl Scope<'_> {
 }
 
 /// The summary of a finished pass over `tl`, whose trace ended at `end`.
-// Out of line, so that how `run`'s hot loop compiles does not hang on this cold code:
-// inlined, it moved the loop's instructions per record, either way as it changed
-// (callgrind on the summary bench's trace).
-#[inline(never)]
 pub(super) fn build(p: &Pass, tl: &Timeline, end: u64, opts: &SummarizeOptions) -> Summary {
     let n = Names::new(tl, p);
     let section = |acc: &Acc, file: Option<u32>, duration: u64| {
