@@ -1,8 +1,9 @@
 //! The aggregation of traces: one streaming pass over the merged timeline into per-slot
 //! accumulators, then the summary's rows built from them.
 //!
-//! [`run`] is the hot loop: [`trace_merge::feed`] inlines [`pass`]'s per-item methods into
-//! it, which is why those are `#[inline(always)]`.
+//! [`run`] holds the hot loop: [`trace_merge::feed`] hands every item to `Pass::item`,
+//! into which the per-item methods of [`pass`] are inlined (`#[inline(always)]`, because
+//! the loop measured faster so).
 
 mod build;
 mod conn;
