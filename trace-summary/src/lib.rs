@@ -14,7 +14,8 @@
 //! [`SummarizeOptions::max_connections`] only; every connection counts in the aggregates.
 //!
 //! [`render`] writes a summary as an aligned terminal table, JSON (schema in
-//! `docs/summary-json.md`) or CSV; [`diff`] compares two summaries element by element.
+//! `docs/summary-json.md`) or CSV; [`diff`] compares two summaries element by element;
+//! [`units`] has the human units of the tables, for other tools to show the same.
 //!
 //! ```no_run
 //! use trace_summary::{summarize, render, SummaryOptions};
@@ -33,6 +34,7 @@ mod diff;
 mod hist;
 mod render;
 mod stat;
+pub mod units;
 
 use std::path::PathBuf;
 use std::str::FromStr;
