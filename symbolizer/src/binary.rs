@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::dwarf::DwarfCtx;
-use crate::elf::{find_debug_file, ElfInfo, RawSym, SymbolIndex};
+use crate::elf::{find_debug_file, ElfInfo, SymbolIndex};
 use crate::glob::{suggest, Matcher};
 use crate::go::GoBinary;
 use crate::nearest::NearestSymbols;
@@ -61,29 +61,10 @@ impl Binary {
 
     pub fn symbols(&self) -> &SymbolIndex {
         self.symbols.get_or_init(|| {
-            let mut go_syms = Vec::new();
-            if let Some(g) = self.go() {
-                if let Ok(t) = &g.table {
-                    let d = g.data(&self.elf);
-                    go_syms.reserve(t.funcs.len());
-                    for f in &t.funcs {
-                        // A cgo binary's C functions: `.symtab`, when there is
-                        // one, has their exact sizes.
-                        if f.foreign && self.elf.has_symtab {
-                            continue;
-                        }
-                        let Some(name) = t.name(d, f).filter(|n| !n.is_empty()) else {
-                            continue;
-                        };
-                        go_syms.push(RawSym {
-                            addr: f.entry,
-                            size: f.end - f.entry,
-                            raw: String::from_utf8_lossy(name).into_owned(),
-                            rank: 0,
-                        });
-                    }
-                }
-            }
+            let go_syms = self
+                .go()
+                .map(|g| g.symbols(&self.elf, !self.elf.has_symtab))
+                .unwrap_or_default();
             SymbolIndex::build(&self.elf, self.debug.as_ref(), go_syms)
         })
     }
@@ -163,13 +144,16 @@ impl Binary {
                 func: name.clone(),
                 addr: s.addr,
             })?;
-        let (language, skipped, exit) = self.go_placement(s.addr, s.size, off);
+        let (language, skipped, exit) = match self.go() {
+            Some(g) => g.placement(&self.elf, s.addr, s.size, off),
+            None => (Language::Native, 0, Exit::Uretprobe),
+        };
         let mut p = probe::analyze(self.elf.bytes_at_offset(off + skipped, 16));
         p.skipped += skipped;
         let source = if with_source {
             self.dwarf()
                 .and_then(|d| d.decl_source(s.addr))
-                .or_else(|| self.go_source(s.addr))
+                .or_else(|| self.go()?.source(&self.elf, s.addr))
         } else {
             None
         };
@@ -188,64 +172,6 @@ impl Binary {
             language,
             exit,
         })
-    }
-
-    /// For a Go function: past its stack-bound check (see
-    /// [`probe::go_prologue_end`]) and its RETs for exit probes.
-    fn go_placement(&self, addr: u64, size: u64, off: u64) -> (Language, u64, Exit) {
-        let Some(g) = self.go() else {
-            return (Language::Native, 0, Exit::Uretprobe);
-        };
-        let version = g.version.as_deref().unwrap_or("of unknown version");
-        let t = match &g.table {
-            Ok(t) => t,
-            // Cannot tell Go functions from C ones: refuse what could crash it.
-            Err(e) => {
-                return (
-                    Language::Go,
-                    0,
-                    Exit::Refused(format!(
-                        "Go binary ({version}) whose function table cannot be read: {e}"
-                    )),
-                )
-            }
-        };
-        let Some(f) = t
-            .find(addr)
-            .map(|i| t.funcs[i])
-            .filter(|f| f.entry == addr && !f.foreign)
-        else {
-            // C code linked into a cgo binary.
-            return (Language::Native, 0, Exit::Uretprobe);
-        };
-        let code = self.elf.bytes_at_offset(off, size as usize);
-        let skipped = probe::go_prologue_end(code, addr).unwrap_or(0);
-        let exit = match (g.version_number(), t.version) {
-            (Some((1, minor)), _) if minor < 17 => Exit::Refused(format!(
-                "{version} binary: exit probes need Go 1.17 or later, whose register ABI keeps the goroutine in R14"
-            )),
-            (None, crate::go::GoPclnVersion::Go116) => Exit::Refused(
-                "Go 1.16 or 1.17 binary without readable build info: exit probes need Go 1.17 or later, whose register ABI keeps the goroutine in R14".into(),
-            ),
-            _ if t.is_asm(g.data(&self.elf), &f) => Exit::Refused(
-                "Go assembly function: the goroutine is not known to be in R14 at its returns".into(),
-            ),
-            _ if code.len() as u64 != size => Exit::Refused("its code is not all in the file".into()),
-            _ => match probe::ret_offsets(code, addr) {
-                Ok(rets) => Exit::Returns(rets.into_iter().map(|r| off + r).collect()),
-                Err(e) => Exit::Refused(e),
-            },
-        };
-        (Language::Go, skipped, exit)
-    }
-
-    /// "file:line" of a Go function's entry from its pclntab.
-    fn go_source(&self, addr: u64) -> Option<String> {
-        let g = self.go()?;
-        let t = g.table.as_ref().ok()?;
-        let f = t.funcs[t.find(addr)?];
-        let (file, line) = t.file_line(g.data(&self.elf), &f, addr);
-        Some(format!("{}:{line}", String::from_utf8_lossy(file?)))
     }
 
     /// Frames for an ELF virtual address; always at least one frame.
