@@ -1,14 +1,13 @@
 //! A binary with its lazily built symbol index and DWARF context.
 
-use std::cell::{OnceCell, RefCell};
-use std::collections::HashMap;
+use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::dwarf::DwarfCtx;
 use crate::elf::{find_debug_file, ElfInfo, SymbolIndex};
 use crate::glob::{suggest, Matcher};
 use crate::go::GoBinary;
+use crate::intern::Interner;
 use crate::nearest::NearestSymbols;
 use crate::target::Located;
 use crate::{probe, Error, Exit, Frame, FunctionMatch, Language};
@@ -23,9 +22,8 @@ pub(crate) struct Binary {
     nearest: OnceCell<NearestSymbols>,
     dwarf: OnceCell<Option<DwarfCtx>>,
     go: OnceCell<Option<GoBinary>>,
-    /// Go function and file names by where their bytes are in the mapping,
-    /// shared by every frame that names them.
-    go_names: RefCell<HashMap<usize, Arc<str>>>,
+    /// Go function and file names, by where their bytes are in the mapping.
+    go_names: Interner,
 }
 
 impl Binary {
@@ -50,7 +48,7 @@ impl Binary {
             nearest: OnceCell::new(),
             dwarf: OnceCell::new(),
             go: OnceCell::new(),
-            go_names: RefCell::default(),
+            go_names: Interner::default(),
         }
     }
 
@@ -179,13 +177,8 @@ impl Binary {
         let dwarf = self.dwarf();
         if dwarf.is_none() {
             if let Some(g) = self.go() {
-                let mut names = self.go_names.borrow_mut();
-                let mut intern = |b: &[u8]| {
-                    names
-                        .entry(b.as_ptr() as usize)
-                        .or_insert_with(|| String::from_utf8_lossy(b).into())
-                        .clone()
-                };
+                let mut intern =
+                    |b: &[u8]| self.go_names.get(b, |b| String::from_utf8_lossy(b).into());
                 if let Some(frames) = g.frames(&self.elf, vaddr, &mut intern) {
                     return frames;
                 }

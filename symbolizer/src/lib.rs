@@ -27,6 +27,7 @@ mod dwarf;
 mod elf;
 mod glob;
 mod go;
+mod intern;
 mod nearest;
 mod probe;
 mod sections;
