@@ -12,6 +12,16 @@ use crate::nearest::NearestSymbols;
 use crate::target::Located;
 use crate::{probe, Error, Exit, Frame, FunctionMatch, Language};
 
+/// How much of a [`FunctionMatch`] to work out.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Detail {
+    /// Everything, for a function about to be probed ([`crate::resolve`]).
+    Probe,
+    /// For a listing: no RET sites (each would decode the function's whole
+    /// code), and the declaration's source only when `source`.
+    List { source: bool },
+}
+
 pub(crate) struct Binary {
     pub elf: ElfInfo,
     pub debug: Option<ElfInfo>,
@@ -129,7 +139,7 @@ impl Binary {
         &self,
         i: usize,
         loc: &Located,
-        with_source: bool,
+        detail: Detail,
     ) -> Result<FunctionMatch, Error> {
         let idx = self.symbols();
         let s = &idx.syms[i];
@@ -143,12 +153,12 @@ impl Binary {
                 addr: s.addr,
             })?;
         let (language, skipped, exit) = match self.go() {
-            Some(g) => g.placement(&self.elf, s.addr, s.size, off),
+            Some(g) => g.placement(&self.elf, s.addr, s.size, off, detail == Detail::Probe),
             None => (Language::Native, 0, Exit::Uretprobe),
         };
         let mut p = probe::analyze(self.elf.bytes_at_offset(off + skipped, 16));
         p.skipped += skipped;
-        let source = if with_source {
+        let source = if matches!(detail, Detail::Probe | Detail::List { source: true }) {
             self.dwarf()
                 .and_then(|d| d.decl_source(s.addr))
                 .or_else(|| self.go()?.source(&self.elf, s.addr))

@@ -9,13 +9,15 @@ use crate::{Exit, Language};
 impl GoBinary {
     /// The language of the function at `addr` (`size` bytes at file offset
     /// `off`), the bytes its entry probe skips (see [`go_prologue_end`]) and
-    /// how its returns are probed.
+    /// how its returns are probed; its RET sites only if `returns`, since
+    /// finding them decodes all its code ([`Exit::Deferred`] otherwise).
     pub fn placement(
         &self,
         elf: &ElfInfo,
         addr: u64,
         size: u64,
         off: u64,
+        returns: bool,
     ) -> (Language, u64, Exit) {
         let version = self.version.as_deref().unwrap_or("of unknown version");
         let t = match &self.table {
@@ -52,6 +54,7 @@ impl GoBinary {
                 "Go assembly function: the goroutine is not known to be in R14 at its returns".into(),
             ),
             _ if code.len() as u64 != size => Exit::Refused("its code is not all in the file".into()),
+            _ if !returns => Exit::Deferred,
             _ => match ret_offsets(code, addr) {
                 Ok(rets) => Exit::Returns(rets.into_iter().map(|r| off + r).collect()),
                 Err(e) => Exit::Refused(e),
