@@ -1,17 +1,26 @@
 //! A binary with its lazily built symbol index and DWARF context.
 
-use std::cell::{OnceCell, RefCell};
-use std::collections::HashMap;
+use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::dwarf::DwarfCtx;
-use crate::elf::{find_debug_file, ElfInfo, RawSym, SymbolIndex};
+use crate::elf::{find_debug_file, ElfInfo, SymbolIndex};
 use crate::glob::{suggest, Matcher};
 use crate::go::GoBinary;
+use crate::intern::Interner;
 use crate::nearest::NearestSymbols;
 use crate::target::Located;
 use crate::{probe, Error, Exit, Frame, FunctionMatch, Language};
+
+/// How much of a [`FunctionMatch`] to work out.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Detail {
+    /// Everything, for a function about to be probed ([`crate::resolve`]).
+    Probe,
+    /// For a listing: no RET sites (each would decode the function's whole
+    /// code), and the declaration's source only when `source`.
+    List { source: bool },
+}
 
 pub(crate) struct Binary {
     pub elf: ElfInfo,
@@ -23,9 +32,8 @@ pub(crate) struct Binary {
     nearest: OnceCell<NearestSymbols>,
     dwarf: OnceCell<Option<DwarfCtx>>,
     go: OnceCell<Option<GoBinary>>,
-    /// Go function and file names by where their bytes are in the mapping,
-    /// shared by every frame that names them.
-    go_names: RefCell<HashMap<usize, Arc<str>>>,
+    /// Go function and file names, by where their bytes are in the mapping.
+    go_names: Interner,
 }
 
 impl Binary {
@@ -50,7 +58,7 @@ impl Binary {
             nearest: OnceCell::new(),
             dwarf: OnceCell::new(),
             go: OnceCell::new(),
-            go_names: RefCell::default(),
+            go_names: Interner::default(),
         }
     }
 
@@ -61,29 +69,10 @@ impl Binary {
 
     pub fn symbols(&self) -> &SymbolIndex {
         self.symbols.get_or_init(|| {
-            let mut go_syms = Vec::new();
-            if let Some(g) = self.go() {
-                if let Ok(t) = &g.table {
-                    let d = g.data(&self.elf);
-                    go_syms.reserve(t.funcs.len());
-                    for f in &t.funcs {
-                        // A cgo binary's C functions: `.symtab`, when there is
-                        // one, has their exact sizes.
-                        if f.foreign && self.elf.has_symtab {
-                            continue;
-                        }
-                        let Some(name) = t.name(d, f).filter(|n| !n.is_empty()) else {
-                            continue;
-                        };
-                        go_syms.push(RawSym {
-                            addr: f.entry,
-                            size: f.end - f.entry,
-                            raw: String::from_utf8_lossy(name).into_owned(),
-                            rank: 0,
-                        });
-                    }
-                }
-            }
+            let go_syms = self
+                .go()
+                .map(|g| g.symbols(&self.elf, !self.elf.has_symtab))
+                .unwrap_or_default();
             SymbolIndex::build(&self.elf, self.debug.as_ref(), go_syms)
         })
     }
@@ -150,7 +139,7 @@ impl Binary {
         &self,
         i: usize,
         loc: &Located,
-        with_source: bool,
+        detail: Detail,
     ) -> Result<FunctionMatch, Error> {
         let idx = self.symbols();
         let s = &idx.syms[i];
@@ -163,13 +152,16 @@ impl Binary {
                 func: name.clone(),
                 addr: s.addr,
             })?;
-        let (language, skipped, exit) = self.go_placement(s.addr, s.size, off);
+        let (language, skipped, exit) = match self.go() {
+            Some(g) => g.placement(&self.elf, s.addr, s.size, off, detail == Detail::Probe),
+            None => (Language::Native, 0, Exit::Uretprobe),
+        };
         let mut p = probe::analyze(self.elf.bytes_at_offset(off + skipped, 16));
         p.skipped += skipped;
-        let source = if with_source {
+        let source = if matches!(detail, Detail::Probe | Detail::List { source: true }) {
             self.dwarf()
                 .and_then(|d| d.decl_source(s.addr))
-                .or_else(|| self.go_source(s.addr))
+                .or_else(|| self.go()?.source(&self.elf, s.addr))
         } else {
             None
         };
@@ -190,76 +182,13 @@ impl Binary {
         })
     }
 
-    /// For a Go function: past its stack-bound check (see
-    /// [`probe::go_prologue_end`]) and its RETs for exit probes.
-    fn go_placement(&self, addr: u64, size: u64, off: u64) -> (Language, u64, Exit) {
-        let Some(g) = self.go() else {
-            return (Language::Native, 0, Exit::Uretprobe);
-        };
-        let version = g.version.as_deref().unwrap_or("of unknown version");
-        let t = match &g.table {
-            Ok(t) => t,
-            // Cannot tell Go functions from C ones: refuse what could crash it.
-            Err(e) => {
-                return (
-                    Language::Go,
-                    0,
-                    Exit::Refused(format!(
-                        "Go binary ({version}) whose function table cannot be read: {e}"
-                    )),
-                )
-            }
-        };
-        let Some(f) = t
-            .find(addr)
-            .map(|i| t.funcs[i])
-            .filter(|f| f.entry == addr && !f.foreign)
-        else {
-            // C code linked into a cgo binary.
-            return (Language::Native, 0, Exit::Uretprobe);
-        };
-        let code = self.elf.bytes_at_offset(off, size as usize);
-        let skipped = probe::go_prologue_end(code, addr).unwrap_or(0);
-        let exit = match (g.version_number(), t.version) {
-            (Some((1, minor)), _) if minor < 17 => Exit::Refused(format!(
-                "{version} binary: exit probes need Go 1.17 or later, whose register ABI keeps the goroutine in R14"
-            )),
-            (None, crate::go::GoPclnVersion::Go116) => Exit::Refused(
-                "Go 1.16 or 1.17 binary without readable build info: exit probes need Go 1.17 or later, whose register ABI keeps the goroutine in R14".into(),
-            ),
-            _ if t.is_asm(g.data(&self.elf), &f) => Exit::Refused(
-                "Go assembly function: the goroutine is not known to be in R14 at its returns".into(),
-            ),
-            _ if code.len() as u64 != size => Exit::Refused("its code is not all in the file".into()),
-            _ => match probe::ret_offsets(code, addr) {
-                Ok(rets) => Exit::Returns(rets.into_iter().map(|r| off + r).collect()),
-                Err(e) => Exit::Refused(e),
-            },
-        };
-        (Language::Go, skipped, exit)
-    }
-
-    /// "file:line" of a Go function's entry from its pclntab.
-    fn go_source(&self, addr: u64) -> Option<String> {
-        let g = self.go()?;
-        let t = g.table.as_ref().ok()?;
-        let f = t.funcs[t.find(addr)?];
-        let (file, line) = t.file_line(g.data(&self.elf), &f, addr);
-        Some(format!("{}:{line}", String::from_utf8_lossy(file?)))
-    }
-
     /// Frames for an ELF virtual address; always at least one frame.
     pub fn symbolize(&self, vaddr: u64) -> Vec<Frame> {
         let dwarf = self.dwarf();
         if dwarf.is_none() {
             if let Some(g) = self.go() {
-                let mut names = self.go_names.borrow_mut();
-                let mut intern = |b: &[u8]| {
-                    names
-                        .entry(b.as_ptr() as usize)
-                        .or_insert_with(|| String::from_utf8_lossy(b).into())
-                        .clone()
-                };
+                let mut intern =
+                    |b: &[u8]| self.go_names.get(b, |b| String::from_utf8_lossy(b).into());
                 if let Some(frames) = g.frames(&self.elf, vaddr, &mut intern) {
                     return frames;
                 }

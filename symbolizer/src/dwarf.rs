@@ -1,8 +1,5 @@
 //! DWARF access through addr2line: inlined frames, and declaration lines.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,6 +8,7 @@ use gimli::Reader;
 
 use crate::demangle::display_name;
 use crate::elf::{find_sup_file, ElfInfo};
+use crate::intern::Interner;
 use crate::sections::{self, R};
 use crate::Frame;
 
@@ -24,43 +22,6 @@ pub(crate) struct DwarfCtx {
     names: Interner,
     /// File names by the address of addr2line's own copy, shared the same way.
     files: Interner,
-}
-
-/// Strings derived from bytes that stay put for as long as the `DwarfCtx`
-/// lives (section buffers, any .dwo addr2line loaded, addr2line's parsed line
-/// tables), keyed by where those bytes are: cheaper to hash than the text, and
-/// a string stored twice merely gets two entries.
-#[derive(Default)]
-struct Interner(RefCell<HashMap<usize, Arc<str>, BuildHasherDefault<AddrHasher>>>);
-
-/// One multiply for an address key; the default SipHash showed in profiles.
-#[derive(Default)]
-struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        // Fibonacci hashing spreads the low bits into the high ones the
-        // table's control bytes are taken from.
-        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl Interner {
-    fn get(&self, bytes: &[u8], make: impl FnOnce(&[u8]) -> Arc<str>) -> Arc<str> {
-        self.0
-            .borrow_mut()
-            .entry(bytes.as_ptr() as usize)
-            .or_insert_with(|| make(bytes))
-            .clone()
-    }
 }
 
 impl DwarfCtx {

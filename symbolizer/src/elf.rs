@@ -68,18 +68,9 @@ fn debug_sup(d: &[u8]) -> Option<(String, String)> {
         return None;
     }
     let name = String::from_utf8_lossy(&rest[..nul]).into_owned();
-    let mut rest = &rest[nul + 1..];
-    let (mut len, mut shift) = (0usize, 0);
-    loop {
-        let (&b, r) = rest.split_first()?;
-        rest = r;
-        len |= usize::from(b & 0x7f).checked_shl(shift)?;
-        if b & 0x80 == 0 {
-            break;
-        }
-        shift += 7;
-    }
-    Some((name, hex(rest.get(..len)?)))
+    let mut r = gimli::EndianSlice::new(&rest[nul + 1..], gimli::LittleEndian);
+    let len = usize::try_from(gimli::leb128::read::unsigned(&mut r).ok()?).ok()?;
+    Some((name, hex(r.slice().get(..len)?)))
 }
 
 fn hex(b: &[u8]) -> String {

@@ -27,6 +27,7 @@ mod dwarf;
 mod elf;
 mod glob;
 mod go;
+mod intern;
 mod nearest;
 mod probe;
 mod sections;
@@ -44,7 +45,7 @@ pub use usdt::{
     UsdtLocation, UsdtNote, UsdtProbe,
 };
 
-use binary::Binary;
+use binary::{Binary, Detail};
 use target::Scope;
 
 /// What to look for functions in.
@@ -117,6 +118,10 @@ pub enum Exit {
     Returns(Vec<u64>),
     /// Not at all; the one-line reason.
     Refused(String),
+    /// With a uprobe at each RET, which [`list`] does not look for (it would
+    /// decode every listed Go function's code): [`resolve`] the function to
+    /// get its [`Exit::Returns`], or the reason they cannot be probed.
+    Deferred,
 }
 
 /// One frame of a symbolized address.
@@ -445,13 +450,14 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
         });
     }
     hits.into_iter()
-        .map(|i| bin.function_match(i, &located, true))
+        .map(|i| bin.function_match(i, &located, Detail::Probe))
         .collect()
 }
 
 /// Lists probe-able functions like `bpftrace -l`: `pattern` is a glob over the
-/// main executable (default `*`) or `LIB:GLOB` for a library. `source` is
-/// filled in from DWARF only when the list is short, to keep listing fast.
+/// main executable (default `*`) or `LIB:GLOB` for a library. To keep listing
+/// fast, `source` is filled in from DWARF only when the list is short, and a
+/// Go function's RET sites are left to [`resolve`] ([`Exit::Deferred`]).
 pub fn list(target: &Target, pattern: Option<&str>) -> Result<Vec<FunctionMatch>, Error> {
     let (lib, pat) = match pattern.map(str::trim) {
         None | Some("") => (None, "*"),
@@ -472,10 +478,12 @@ pub fn list(target: &Target, pattern: Option<&str>) -> Result<Vec<FunctionMatch>
         }
     }
     let hits = bin.find(pat, true);
-    let with_source = hits.len() <= 200;
+    let detail = Detail::List {
+        source: hits.len() <= 200,
+    };
     let mut out: Vec<FunctionMatch> = hits
         .into_iter()
-        .filter_map(|i| bin.function_match(i, &located, with_source).ok())
+        .filter_map(|i| bin.function_match(i, &located, detail).ok())
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
     Ok(out)

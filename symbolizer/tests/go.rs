@@ -392,6 +392,20 @@ fn go_specs_resolve_on_stripped_binaries() {
         assert!(mains.iter().all(|m| m.language == Language::Go));
         let serve = one(&t, "net/http.(*conn).serve");
         assert!(matches!(&serve.exit, Exit::Returns(r) if !r.is_empty()));
+        // A listing leaves RET sites to resolve, and places entries the same.
+        let listed = list(&t, Some("net/http.(*conn).serve")).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].exit, Exit::Deferred);
+        assert_eq!(
+            (listed[0].file_offset, listed[0].language),
+            (serve.file_offset, Language::Go)
+        );
+        let memmove = list(&t, Some("runtime.memmove")).unwrap();
+        assert!(
+            matches!(&memmove[0].exit, Exit::Refused(r) if r.contains("assembly")),
+            "{:?}",
+            memmove[0].exit
+        );
         let src = serve.source.as_deref().unwrap();
         assert!(src.contains("/net/http/server.go:"), "{src}");
         let e = resolve(&t, "main.handlr", &Options::default()).unwrap_err();
