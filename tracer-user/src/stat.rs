@@ -15,6 +15,8 @@ use trace_file::{
 };
 use tracer_abi::{tstate, HIST_BUCKETS, MAX_SYSCALLS, WAIT_BUCKETS, WAIT_SHIFT};
 
+use trace_summary::units::human_ns;
+
 use crate::kernel::{Kernel, StatMaps};
 
 /// Counting-mode settings.
@@ -337,20 +339,6 @@ impl Counting {
 
 fn truncate(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
-}
-
-/// `1.23 ms`-style durations.
-pub fn human_ns(ns: u64) -> String {
-    let v = ns as f64;
-    if v < 1e3 {
-        format!("{ns} ns")
-    } else if v < 1e6 {
-        format!("{:.1} us", v / 1e3)
-    } else if v < 1e9 {
-        format!("{:.1} ms", v / 1e6)
-    } else {
-        format!("{:.2} s", v / 1e9)
-    }
 }
 
 /// Counting mode's state for a thread seen in /proc at attach: one of the four it keeps

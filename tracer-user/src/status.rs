@@ -9,6 +9,8 @@ use std::{
 
 use anyhow::{Context, Result};
 
+use trace_summary::units::human_bytes;
+
 use crate::{drain::Drain, tree::Tree};
 
 /// Totals of a finished recording.
@@ -127,20 +129,4 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
         writeln!(out, "  lost         {:>12}", 0)?;
     }
     Ok(())
-}
-
-/// Bytes for people: `512 B`, `1.5 MiB`.
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
