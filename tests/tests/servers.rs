@@ -84,3 +84,66 @@ fn a_pre_forking_server_is_traced_whole_by_its_masters_pid() {
         );
     }
 }
+
+/// Probes attached while a function is called all the time: every call whose entry is
+/// recorded has its return recorded (the return probe is live before the entry probe), and
+/// calls under way at attach show only as a return without entry, never as a call that
+/// lasts until the end of the trace.
+#[test]
+fn a_busy_function_probed_under_load_has_no_call_without_its_return() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        workers: 4,
+        sleep_us: 500,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = server.port();
+    let load = std::thread::spawn(move || load(port, 16, 800, 256, 4, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.trace");
+    let rec = start_tracer(
+        "record",
+        server.pid(),
+        &out,
+        &[
+            "-u",
+            "handle_request",
+            "-u",
+            "render_response",
+            "-u",
+            "libc:write",
+        ],
+    );
+    let report = load.join().unwrap();
+    stop_tracer(rec);
+    server.stop().unwrap();
+    assert_eq!(report.errors, 0);
+
+    let t = read_trace(&out);
+    assert_eq!(t.lost, 0);
+    let mut open: std::collections::HashMap<(u32, u32), u32> = Default::default();
+    let (mut entries, mut exits) = (0u64, 0u64);
+    for r in &t.records {
+        match r.event {
+            Event::FuncEntry { func } => {
+                *open.entry((r.tid, func)).or_default() += 1;
+                entries += 1;
+            }
+            Event::FuncExit { func, .. } => {
+                let n = open.entry((r.tid, func)).or_default();
+                // An exit without entry: the call was under way at attach.
+                *n = n.saturating_sub(1);
+                exits += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(entries > 1000, "only {entries} calls recorded");
+    let unreturned: Vec<_> = open.iter().filter(|(_, &n)| n > 0).collect();
+    assert!(
+        unreturned.is_empty(),
+        "calls entered and never returned (thread, probe): {unreturned:?}; {entries} entries, {exits} exits"
+    );
+}

@@ -228,7 +228,10 @@ impl Kernel {
         pid: u32,
         inherit: bool,
     ) -> Result<()> {
-        for (prog, ret) in self.uprobe_programs.into_iter().zip([false, true]) {
+        // The return probe first: a call whose entry is recorded then always has its
+        // return probed, where the other order leaves the calls entered in between open
+        // until the end of the trace.
+        for (prog, ret) in self.uprobe_programs.into_iter().zip([false, true]).rev() {
             let p: &mut UProbe = self.program(prog)?;
             let fd = p.fd()?.as_fd().try_clone_to_owned()?;
             let link = self.uprobe_events.attach(
