@@ -35,7 +35,8 @@ fn a_real_recording_converts_conformantly_and_agrees_with_schedstat() {
         &trace,
         &["-u", "handle_request", "-u", "render_response"],
     );
-    let report = load(server.port(), 6, 40, 4096, 3, Duration::from_secs(10));
+    // About 0.5 s of spinning per worker (see record.rs's running-time test).
+    let report = load(server.port(), 6, 160, 4096, 3, Duration::from_secs(30));
     assert_eq!(report.errors, 0);
     std::thread::sleep(Duration::from_millis(100));
     let truth = clock.stop();

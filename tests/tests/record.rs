@@ -102,7 +102,9 @@ fn running_time_agrees_with_schedstat() {
     let dir = tmp();
     let out = dir.path().join("t.trace");
     let rec = start_tracer("record", pid, &out, &[]);
-    let report = load(server.port(), 6, 60, 512, 3, Duration::from_secs(10));
+    // About 1 s of spinning per worker: the hypervisor's unseen steal (up to one 10 ms
+    // tick of /proc/stat, see RunTimes::check) stays small beside the 2%.
+    let report = load(server.port(), 6, 240, 512, 3, Duration::from_secs(30));
     assert_eq!(report.errors, 0);
     // The server is idle again: its threads sleep, their clocks stand still.
     std::thread::sleep(Duration::from_millis(100));
