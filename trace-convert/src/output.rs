@@ -29,6 +29,8 @@ impl Pending {
             _ => Path::new("."),
         };
         let name = output.file_name().unwrap_or_default().to_string_lossy();
+        // Mode 0600 (tempfile's), as the trace it is converted from: both can hold
+        // sensitive data.
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".tmp")

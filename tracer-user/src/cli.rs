@@ -19,7 +19,7 @@ pub struct Cli {
 }
 
 /// Output formats of `convert`.
-#[derive(Clone, Copy, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// Paraver: NAME.prv, NAME.pcf, NAME.row.
     Paraver,
@@ -29,6 +29,17 @@ pub enum Format {
     /// Folded stacks for flame graphs (flamegraph.pl, inferno, speedscope): NAME.folded,
     /// each thread's time by its probed functions, system call and state, in ns.
     Folded,
+}
+
+impl Format {
+    /// The format's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Paraver => "Paraver",
+            Format::Chrome => "Chrome (Trace Event Format)",
+            Format::Folded => "folded stacks",
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -82,10 +93,11 @@ pub enum Command {
         /// Trace files (several processes or hosts merge into one trace).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Paraver)]
-        to: Format,
-        /// Output name, without extension (default: the first file's name).
+        /// Output format [default: the output's extension's, else paraver].
+        #[arg(long, value_enum)]
+        to: Option<Format>,
+        /// Output name; an extension of the format (.prv, .json, .folded) is not
+        /// doubled (default: the first file's name).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Overwrite existing outputs.
@@ -117,7 +129,7 @@ pub enum Command {
         #[command(flatten)]
         view: View,
     },
-    /// List functions that can be probed, like `bpftrace -l`.
+    /// List functions and USDT probes that can be probed, like `bpftrace -l`.
     Probes {
         /// List the functions of this process.
         #[arg(short, long)]
@@ -125,7 +137,8 @@ pub enum Command {
         /// An executable or library file (instead of --pid).
         #[arg(long)]
         path: Option<PathBuf>,
-        /// Glob over names; `LIB:GLOB` for a library of the process.
+        /// Glob over names; `LIB:GLOB` for a library of the process; `usdt:[LIB:]PROVIDER:NAME`
+        /// (globs) for USDT probes.
         pattern: Option<String>,
     },
 }

@@ -129,13 +129,13 @@ fn run_record(opts: &record::RecordOptions) -> Result<()> {
 /// `tracer convert`.
 fn convert(
     files: &[PathBuf],
-    to: Format,
+    to: Option<Format>,
     output: Option<PathBuf>,
     force: bool,
     start: Option<Duration>,
     end: Option<Duration>,
 ) -> Result<()> {
-    let stem = output.unwrap_or_else(|| files[0].with_extension(""));
+    let (stem, to) = output_stem(output.unwrap_or_else(|| files[0].with_extension("")), to)?;
     let with_ext = |ext: &str| {
         let mut out = stem.clone().into_os_string();
         out.push(ext);
@@ -169,6 +169,27 @@ fn convert(
         }
     }
     Ok(())
+}
+
+/// The output's name without the extension of its format, and that format: `-o x.json`
+/// means Chrome's format and x.json, not x.json.prv.
+fn output_stem(output: PathBuf, to: Option<Format>) -> Result<(PathBuf, Format)> {
+    let named = match output.extension().and_then(|e| e.to_str()) {
+        Some("prv" | "pcf" | "row") => Some(Format::Paraver),
+        Some("json") => Some(Format::Chrome),
+        Some("folded") => Some(Format::Folded),
+        _ => None,
+    };
+    match (named, to) {
+        (None, to) => Ok((output, to.unwrap_or(Format::Paraver))),
+        (Some(named), Some(to)) if named != to => bail!(
+            "{} is named as {} output but --to asks for {}",
+            output.display(),
+            named.name(),
+            to.name()
+        ),
+        (Some(named), _) => Ok((output.with_extension(""), named)),
+    }
 }
 
 /// `tracer diff`.
