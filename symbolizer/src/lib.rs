@@ -42,7 +42,7 @@ pub use go::{parse_gopclntab, GoFunction, GoPclnTab, GoPclnVersion};
 pub use symbolize::Symbolizer;
 pub use usdt::{
     list_usdt, parse_stapsdt_notes, parse_usdt_arg, parse_usdt_args, resolve_usdt, UsdtArg,
-    UsdtLocation, UsdtNote, UsdtProbe,
+    UsdtLocation, UsdtNote, UsdtProbe, PT_REGS_IP,
 };
 
 use binary::{Binary, Detail};

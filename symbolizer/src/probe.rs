@@ -44,7 +44,7 @@ pub(crate) fn analyze(code: &[u8]) -> Placement {
     Placement {
         skipped,
         warning: Some(format!(
-            "first instruction `{what}` is single-stepped by uprobes (~10 us per hit here)"
+            "first instruction `{what}` is single-stepped by uprobes (a second trap per hit)"
         )),
     }
 }
@@ -124,7 +124,7 @@ mod tests {
         assert_eq!(p.skipped, 0);
         assert_eq!(
             p.warning.as_deref(),
-            Some("first instruction `sub $0x8,%rsp` is single-stepped by uprobes (~10 us per hit here)")
+            Some("first instruction `sub $0x8,%rsp` is single-stepped by uprobes (a second trap per hit)")
         );
     }
 

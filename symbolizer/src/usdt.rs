@@ -62,6 +62,17 @@ pub enum UsdtLocation {
     },
     /// A constant.
     Constant(i64),
+    /// In memory at a symbol plus an addend (`counter+8(%rip)`, or a bare `counter` in
+    /// code that is not position-independent): the binary's own data, which moves with
+    /// the probe, so it is read at the probe's address plus `address + addend - pc`.
+    Static {
+        /// The symbol as written.
+        symbol: String,
+        /// Added to the symbol's address.
+        addend: i64,
+        /// The symbol's address as linked (prelink-adjusted); 0 until resolved.
+        address: u64,
+    },
 }
 
 /// One parsed argument spec.
@@ -182,6 +193,10 @@ fn parse_desc(d: &[u8], le: bool) -> Result<UsdtNote, String> {
 /// Byte offset in x86_64 `struct pt_regs` of a register, by any of its
 /// names (64-, 32-, 16- and low 8-bit); as libbpf, the value is read from
 /// the full register and cut to the argument's size.
+/// Offset of the instruction pointer in x86_64 `struct pt_regs`, which
+/// [`UsdtLocation::Static`] arguments are read relative to.
+pub const PT_REGS_IP: u16 = 128;
+
 fn pt_regs_offset(reg: &str) -> Result<u16, String> {
     const REGS: &[(u16, &[&str])] = &[
         (0, &["r15", "r15d", "r15w", "r15b"]),
@@ -259,12 +274,20 @@ pub fn parse_usdt_arg(spec: &str) -> Result<UsdtArg, String> {
         let inner = rest
             .strip_suffix(')')
             .ok_or_else(|| format!("`{spec}`: unbalanced parentheses"))?;
+        if let Some(location) = static_operand(disp) {
+            let base = reg_name(inner).map_err(|e| format!("`{spec}`: {e}"))?;
+            if base != "rip" {
+                return Err(format!(
+                    "`{spec}`: a symbol relative to %{base} (only %rip-relative symbols are supported)"
+                ));
+            }
+            return Ok(UsdtArg { size, location });
+        }
         let displacement = if disp.is_empty() {
             0
         } else {
-            parse_int(disp).ok_or_else(|| {
-                format!("`{spec}`: displacement `{disp}` is not a number (symbolic addresses are not supported)")
-            })?
+            parse_int(disp)
+                .ok_or_else(|| format!("`{spec}`: displacement `{disp}` is not a number"))?
         };
         let parts: Vec<&str> = inner.split(',').collect();
         let err = |e: String| format!("`{spec}`: {e}");
@@ -301,10 +324,61 @@ pub fn parse_usdt_arg(spec: &str) -> Result<UsdtArg, String> {
             }
             _ => return Err(format!("`{spec}`: unrecognised memory operand")),
         }
+    } else if let Some(location) = static_operand(loc) {
+        location
     } else {
         return Err(format!("`{spec}`: unrecognised location `{loc}`"));
     };
     Ok(UsdtArg { size, location })
+}
+
+/// `symbol`, `symbol+8` or `symbol-8`, as a [`UsdtLocation::Static`] still to resolve.
+fn static_operand(text: &str) -> Option<UsdtLocation> {
+    let is_start = |c: char| c.is_ascii_alphabetic() || c == '_' || c == '.';
+    if !text.starts_with(is_start) {
+        return None;
+    }
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | '@')))
+        .unwrap_or(text.len());
+    let (symbol, rest) = text.split_at(end);
+    let addend = match rest {
+        "" => 0,
+        _ if rest.starts_with('+') => parse_int(&rest[1..])?,
+        _ if rest.starts_with('-') => parse_int(&rest[1..])?.checked_neg()?,
+        _ => return None,
+    };
+    Some(UsdtLocation::Static {
+        symbol: symbol.to_string(),
+        addend,
+        address: 0,
+    })
+}
+
+/// Gives each symbolic argument its symbol's address (plus `shift`, prelink's move); a
+/// symbol the binary does not define makes the probe unreadable.
+fn resolve_statics(elf: &ElfInfo, args: &mut [UsdtArg], shift: u64) -> Result<(), String> {
+    use object::{Object, ObjectSymbol};
+    for (i, a) in args.iter_mut().enumerate() {
+        if let UsdtLocation::Static {
+            symbol, address, ..
+        } = &mut a.location
+        {
+            let f = elf.object();
+            let found = f
+                .symbols()
+                .chain(f.dynamic_symbols())
+                .find(|s| s.is_definition() && s.name() == Ok(symbol.as_str()))
+                .map(|s| s.address());
+            *address = found.map(|v| v.wrapping_add(shift)).ok_or_else(|| {
+                format!(
+                    "argument {}: symbol `{symbol}` is not defined in the binary",
+                    i + 1
+                )
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Every argument of a note; the first unsupported one fails them all.
@@ -356,7 +430,11 @@ fn probes_of(located: &Located) -> Result<Vec<UsdtProbe>, Error> {
             })?;
             (s, off)
         };
-        let (args, unsupported) = match parse_usdt_args(&n.args) {
+        let parsed = parse_usdt_args(&n.args).and_then(|mut a| {
+            resolve_statics(&elf, &mut a, shift)?;
+            Ok(a)
+        });
+        let (args, unsupported) = match parsed {
             Ok(a) => (a, None),
             Err(e) => (Vec::new(), Some(e)),
         };
@@ -530,6 +608,18 @@ mod tests {
                 displacement: 0
             }
         );
+        let stat = |symbol: &str, addend| UsdtLocation::Static {
+            symbol: symbol.into(),
+            addend,
+            address: 0,
+        };
+        assert_eq!(
+            a("-8@global_counter(%rip)").location,
+            stat("global_counter", 0)
+        );
+        assert_eq!(a("4@tbl.1+8(%rip)").location, stat("tbl.1", 8));
+        assert_eq!(a("4@_q-0x10(%rip)").location, stat("_q", -16));
+        assert_eq!(a("8@counter").location, stat("counter", 0));
     }
 
     #[test]
@@ -540,7 +630,7 @@ mod tests {
         assert!(e("1@%ah").contains("high-byte"));
         assert!(e("8@%xmm0").contains("floating-point"));
         assert!(e("8@%foo").contains("unknown register"));
-        assert!(e("8@counter(%rip)").contains("symbolic"));
+        assert!(e("8@counter(%rbx)").contains("only %rip-relative"));
         assert!(e("8@8(%rip)").contains("rip-relative"));
         assert!(e("4@$x").contains("not a number"));
         assert!(e("8@(%rax,%rbx,3)").contains("scale"));

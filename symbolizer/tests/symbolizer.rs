@@ -60,7 +60,7 @@ fn check_match(m: &FunctionMatch, bin: &Path, sym_file: &Path, raw: &str) {
         Some(w) => {
             assert!(!emulated, "{raw}: warning {w:?} for `{next}`");
             assert!(
-                w.contains("single-stepped by uprobes (~10 us per hit here)"),
+                w.contains("single-stepped by uprobes (a second trap per hit)"),
                 "{w}"
             );
             let quoted = w.split('`').nth(1).unwrap();

@@ -41,38 +41,99 @@ pub fn fixture_dir() -> PathBuf {
 /// Panics with gcc's output if compilation fails: a broken fixture is a bug
 /// in the test suite, not a test result.
 pub fn build_fixture(name: &str) -> PathBuf {
-    // Tests in one binary run in parallel threads; serialise the builds so
-    // they do not all invoke gcc at once. Separate test binaries may still
-    // race, which the compile-to-temp-then-rename below makes harmless.
-    static BUILD_LOCK: Mutex<()> = Mutex::new(());
-    let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")
         .join(format!("{name}.c"));
+    let out = fixture_dir().join(name);
+    build_once(&src, &out, |tmp| {
+        gcc(&[src.as_os_str(), "-o".as_ref(), tmp.as_os_str()])
+    })
+}
+
+/// Builds `tests/fixtures/usdt.c` (its semaphore probe in an object of its own, as the
+/// file's comment says) into [`fixture_dir`] and returns the binary's path.
+pub fn build_usdt_fixture() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/usdt.c");
+    let dir = fixture_dir();
+    let out = dir.join("usdt");
+    build_once(&src, &out, |tmp| {
+        let obj = tmp.with_extension("o");
+        gcc(&[
+            "-c".as_ref(),
+            "-DUSDT_SEMAPHORE_PART".as_ref(),
+            src.as_os_str(),
+            "-o".as_ref(),
+            obj.as_os_str(),
+        ]);
+        gcc(&[
+            src.as_os_str(),
+            obj.as_os_str(),
+            "-o".as_ref(),
+            tmp.as_os_str(),
+        ]);
+        let _ = fs::remove_file(&obj);
+    })
+}
+
+/// Builds the Go program `tests/fixtures/<name>/main.go` stripped (`-s -w`: no symbol
+/// table, no DWARF; Go's own tables remain, as in the binaries people ship) into
+/// [`fixture_dir`] and returns its path.
+pub fn build_go_fixture(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("main.go");
     let dir = fixture_dir();
     let out = dir.join(name);
-    if is_up_to_date(&src, &out) {
-        return out;
+    let cache = dir.join("go-cache");
+    build_once(&src, &out, |tmp| {
+        let output = Command::new("go")
+            .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+            .arg(tmp)
+            .arg(&src)
+            .env("GOCACHE", &cache)
+            .env("GOPATH", dir.join("go-path"))
+            .env("GOFLAGS", "-buildvcs=false")
+            .env("GOTOOLCHAIN", "local")
+            .output()
+            .unwrap_or_else(|e| panic!("running go (Debian package golang-go): {e}"));
+        if !output.status.success() {
+            panic!(
+                "go build failed for {}:\n{}",
+                src.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    })
+}
+
+/// Runs `build` into a temporary path and renames it to `out`, unless `out` is newer than
+/// `src`; serialised within a test binary, harmless across binaries.
+fn build_once(src: &Path, out: &Path, build: impl FnOnce(&Path)) -> PathBuf {
+    static BUILD_LOCK: Mutex<()> = Mutex::new(());
+    let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if is_up_to_date(src, out) {
+        return out.to_path_buf();
     }
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    let dir = out.parent().expect("fixture paths have a directory");
+    fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    let name = out.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    build(&tmp);
+    fs::rename(&tmp, out).unwrap_or_else(|e| panic!("installing {}: {e}", out.display()));
+    out.to_path_buf()
+}
+
+/// gcc with [`FIXTURE_CFLAGS`]; panics with its output if it fails.
+fn gcc(args: &[&std::ffi::OsStr]) {
     let output = Command::new("gcc")
         .args(FIXTURE_CFLAGS)
-        .arg("-o")
-        .arg(&tmp)
-        .arg(&src)
+        .args(args)
         .output()
         .unwrap_or_else(|e| panic!("running gcc: {e}"));
     if !output.status.success() {
-        panic!(
-            "gcc failed to build {}:\n{}",
-            src.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        panic!("gcc failed:\n{}", String::from_utf8_lossy(&output.stderr));
     }
-    fs::rename(&tmp, &out).unwrap_or_else(|e| panic!("installing {}: {e}", out.display()));
-    out
 }
 
 fn is_up_to_date(src: &Path, out: &Path) -> bool {

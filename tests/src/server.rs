@@ -28,6 +28,9 @@ pub struct Stats {
     pub render_response: u64,
     /// Worker processes started (the pre-forking server only).
     pub workers: u64,
+    /// Total duration of the `handle_request` calls, by the server's own clock (the Go
+    /// server only, whose function is `main.handle`).
+    pub handle_ns: u64,
 }
 
 impl Stats {
@@ -51,6 +54,7 @@ impl Stats {
                 "handle_request" => stats.handle_request = value,
                 "render_response" => stats.render_response = value,
                 "workers" => stats.workers = value,
+                "handle_ns" => stats.handle_ns = value,
                 _ => {} // tolerate new counters
             }
         }
@@ -82,6 +86,9 @@ pub struct ServerOptions {
     /// Serve from this many worker processes forked by a master (`prefork.c`: the data
     /// file, spinning and late threads do not apply) instead of worker threads.
     pub processes: Option<usize>,
+    /// Serve from the Go server (`goworker/main.go`: a goroutine per connection, stripped
+    /// binary; only `sleep_us` applies; its function is `main.handle`).
+    pub go: bool,
 }
 
 impl Default for ServerOptions {
@@ -96,6 +103,7 @@ impl Default for ServerOptions {
             late_linger_ms: 200,
             max_requests: None,
             processes: None,
+            go: false,
         }
     }
 }
@@ -123,11 +131,11 @@ struct Seen {
 impl Server {
     /// Builds (if needed) and starts the server, and waits until it listens.
     pub fn start(opts: &ServerOptions) -> Result<Server> {
-        let bin = build_fixture(if opts.processes.is_some() {
-            "prefork"
-        } else {
-            "server"
-        });
+        let bin = match (opts.go, opts.processes) {
+            (true, _) => build_go_fixture("goworker"),
+            (false, Some(_)) => build_fixture("prefork"),
+            (false, None) => build_fixture("server"),
+        };
         let (data, tmp) = match &opts.data {
             Some(p) => (p.clone(), None),
             None => {
@@ -139,21 +147,24 @@ impl Server {
         };
         let mut cmd = Command::new(&bin);
         cmd.args(["--sleep-us", &opts.sleep_us.to_string()]);
-        if let Some(n) = opts.max_requests {
-            cmd.args(["--max-requests", &n.to_string()]);
-        }
-        match opts.processes {
-            Some(n) => {
-                cmd.args(["--workers", &n.to_string()]);
+        // The Go server has no other option (Go's flag package takes --name as -name).
+        if !opts.go {
+            if let Some(n) = opts.max_requests {
+                cmd.args(["--max-requests", &n.to_string()]);
             }
-            None => {
-                cmd.arg("--data")
-                    .arg(&data)
-                    .args(["--workers", &opts.workers.to_string()])
-                    .args(["--spin-us", &opts.spin_us.to_string()])
-                    .args(["--threads-late", &opts.threads_late.to_string()])
-                    .args(["--late-after-ms", &opts.late_after_ms.to_string()])
-                    .args(["--late-linger-ms", &opts.late_linger_ms.to_string()]);
+            match opts.processes {
+                Some(n) => {
+                    cmd.args(["--workers", &n.to_string()]);
+                }
+                None => {
+                    cmd.arg("--data")
+                        .arg(&data)
+                        .args(["--workers", &opts.workers.to_string()])
+                        .args(["--spin-us", &opts.spin_us.to_string()])
+                        .args(["--threads-late", &opts.threads_late.to_string()])
+                        .args(["--late-after-ms", &opts.late_after_ms.to_string()])
+                        .args(["--late-linger-ms", &opts.late_linger_ms.to_string()]);
+                }
             }
         }
         let mut child = cmd

@@ -36,6 +36,7 @@ fn server_counts_match_the_load() {
         handle_request: 200,
         render_response: 200,
         workers: 0,
+        handle_ns: 0,
     };
     assert_eq!(server.stats().unwrap(), expected);
     assert_eq!(server.stop().unwrap(), expected);

@@ -147,3 +147,98 @@ fn a_busy_function_probed_under_load_has_no_call_without_its_return() {
         "calls entered and never returned (thread, probe): {unreturned:?}; {entries} entries, {exits} exits"
     );
 }
+
+/// A Go server, stripped as shipped, one goroutine per connection, with a sleep in the
+/// probed function so goroutines park and move between threads: probed by name from Go's
+/// own tables, every call is paired by goroutine (entries = returns = the server's count)
+/// and the total time is the server's own measure plus at most the probes' cost per call.
+/// The server goes on serving after the tracer leaves.
+#[test]
+fn a_stripped_go_server_is_traced_by_goroutine() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        go: true,
+        sleep_us: 300,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Counting mode cannot pair calls by goroutine: it says so, in one line.
+    let stat = std::process::Command::new(tracer_bin())
+        .args(["stat", "-q", "-d", "1s", "-u", "main.handle", "-o"])
+        .arg(dir.path().join("t.stat"))
+        .args(["--pid", &server.pid().to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&stat.stderr);
+    assert!(!stat.status.success());
+    assert_eq!(
+        err.lines().filter(|l| l.contains("error")).count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("main.handle is a Go function"), "{err}");
+
+    let out = dir.path().join("t.trace");
+    let rec = start_tracer("record", server.pid(), &out, &["-u", "main.handle"]);
+    let before = server.stats().unwrap();
+    let report = load(server.port(), 16, 300, 2048, 8, Duration::from_secs(30));
+    let during = server.stats().unwrap();
+    stop_tracer(rec);
+    let after_detach = load(server.port(), 4, 50, 2048, 4, Duration::from_secs(30));
+    let last = server.stop().unwrap();
+    assert_eq!((report.requests, report.errors), (16 * 300, 0));
+    assert_eq!((after_detach.requests, after_detach.errors), (4 * 50, 0));
+    assert_eq!(last.requests, during.requests + 200);
+
+    let calls = during.handle_request - before.handle_request;
+    let handle_ns = during.handle_ns - before.handle_ns;
+    assert_eq!(calls, 16 * 300);
+    let t = read_trace(&out);
+    assert_eq!(t.lost, 0);
+    let id = probe_ids(&out)["main.handle"];
+    let entries = count(
+        &t,
+        |r| matches!(r.event, Event::GoEntry { func, .. } if func == id),
+    );
+    let exits = count(
+        &t,
+        |r| matches!(r.event, Event::GoExit { func, .. } if func == id),
+    );
+    assert_eq!((entries, exits), (calls, calls));
+    // Goroutines, not threads, carry the calls: at least one per connection open at once
+    // (a goroutine's g is reused once it exits, so 16 connections 8 at a time need not
+    // show 16).
+    let gs: BTreeSet<u64> = t
+        .records
+        .iter()
+        .map(goroutine)
+        .filter(|&g| g != 0)
+        .collect();
+    let tids: BTreeSet<u32> = (t.records.iter())
+        .filter(|r| matches!(r.event, Event::GoEntry { .. }))
+        .map(|r| r.tid)
+        .collect();
+    assert!(gs.len() >= 8, "{} goroutines", gs.len());
+
+    let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+    let f = s.function("main.handle").unwrap();
+    assert!(f.goroutine);
+    assert_eq!((f.calls, f.unfinished), (calls, 0));
+    // The probes bracket the server's own clock reads: never less than its measure, and
+    // more by at most the probes' cost (a trap and a single step each side).
+    assert!(
+        f.inclusive_ns >= handle_ns && f.inclusive_ns - handle_ns <= calls * 50_000,
+        "traced {} ns, server's own {handle_ns} ns over {calls} calls ({} threads)",
+        f.inclusive_ns,
+        tids.len()
+    );
+}
+
+/// The goroutine of a Go record (0 for others).
+fn goroutine(r: &trace_file::Record) -> u64 {
+    match r.event {
+        Event::GoEntry { g, .. } | Event::GoExit { g, .. } => g,
+        _ => 0,
+    }
+}

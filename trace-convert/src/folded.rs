@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::output::write_atomically;
 use trace_merge::report::require_content;
 use trace_merge::sysclass;
-use trace_merge::timeline::{Item, ThreadRef, ThreadState, Timeline};
+use trace_merge::timeline::{Item, Span, ThreadRef, ThreadState, Timeline};
 
 use crate::{InputReport, Options};
 
@@ -190,6 +190,14 @@ impl Stacks {
     pub fn item(&mut self, tl: &Timeline, item: Item) {
         let window = self.window;
         match item {
+            // A goroutine's calls are not its thread's stack: it moves between threads.
+            Item::FuncEntry {
+                goroutine: Some(_), ..
+            } => {}
+            Item::Func(Span {
+                goroutine: Some(_), ..
+            })
+            | Item::Mark(_) => {}
             Item::FuncEntry {
                 thread, time, func, ..
             } => {

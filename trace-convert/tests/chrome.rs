@@ -378,3 +378,33 @@ fn opts(force: bool) -> trace_convert::Options {
         ..Default::default()
     }
 }
+
+/// Go calls are complete slices on their goroutine's track (they may end on another
+/// thread than they began), USDT probes instants with their arguments; all conformant.
+#[test]
+fn go_calls_have_goroutine_tracks_and_usdt_probes_are_instants() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, out) = convert(dir.path(), &[&go_scenario()]);
+    assert_eq!(r.functions, 3);
+    check(&out).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    let evs = events(&out);
+    let handle = find(&evs, "X", "main.handle");
+    assert_eq!(handle.len(), 2);
+    let tids: std::collections::BTreeSet<u64> =
+        handle.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
+    assert_eq!(tids.len(), 2, "one track per goroutine");
+    let a = handle.iter().find(|e| e["args"]["return"] == 9).unwrap();
+    assert_eq!(a["dur"].as_f64().unwrap(), 700.0);
+    assert_eq!(a["args"]["thread"], 201);
+    let mut names: Vec<&str> = (evs.iter())
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .filter(|n| n.starts_with("goroutine"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["goroutine 0xa", "goroutine 0xb"]);
+    let marks = find(&evs, "i", "app:request");
+    assert_eq!(marks.len(), 2);
+    assert_eq!(marks[0]["args"]["arg0"], -7);
+    assert_eq!(marks[0]["args"]["arg1"], 42);
+}

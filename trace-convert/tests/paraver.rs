@@ -563,3 +563,25 @@ fn opts(force: bool) -> trace_convert::Options {
         ..Default::default()
     }
 }
+
+/// Go calls and USDT probes convert conformantly: function events on the thread that
+/// entered the call, USDT events with their arguments, labelled in the .pcf.
+#[test]
+fn go_calls_and_usdt_probes_are_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("go.trace");
+    go_scenario().write(&input);
+    let stem = dir.path().join("go");
+    paraver::convert(&[input], &stem, &opts(false)).unwrap();
+    check(&stem).unwrap_or_else(|v| panic!("{v}"));
+    let prv = std::fs::read_to_string(stem.with_extension("prv")).unwrap();
+    let usdt: Vec<&str> = prv.lines().filter(|l| l.contains(":60000100:")).collect();
+    assert_eq!(usdt.len(), 2, "{prv}");
+    assert!(
+        usdt[0].ends_with(":60000100:3:60000101:-7:60000102:42"),
+        "{}",
+        usdt[0]
+    );
+    let pcf = std::fs::read_to_string(stem.with_extension("pcf")).unwrap();
+    assert!(pcf.contains("60000100    USDT probe") && pcf.contains("3      app:request"));
+}

@@ -12,8 +12,8 @@ pub mod record;
 
 pub use container::{Chunk, ChunkKind, Reader, Writer, FORMAT_VERSION, MAGIC};
 pub use meta::{
-    FuncWindow, LostCounts, Probe, ProcessInfo, StatWindow, SysWindow, ThreadInfo, ThreadWindow,
-    TraceHeader, Trailer,
+    FuncWindow, LostCounts, Probe, ProbeKind, ProcessInfo, StatWindow, SysWindow, ThreadInfo,
+    ThreadWindow, TraceHeader, Trailer,
 };
 pub use record::{Event, EventChunkDecoder, EventChunkEncoder, Record};
 

@@ -75,6 +75,33 @@ pub struct Probe {
     pub skipped: u64,
     /// Declaration as `file:line`, when debug information has it.
     pub source: Option<String>,
+    /// What kind of probe it is (absent in files of earlier versions: a function).
+    #[serde(default, skip_serializing_if = "ProbeKind::is_function")]
+    pub kind: ProbeKind,
+}
+
+/// What a probe of the table stands for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeKind {
+    /// A function, with entry and return probes (`FuncEntry`/`FuncExit`).
+    #[default]
+    Function,
+    /// A Go function: entry and return-instruction probes, calls paired by goroutine
+    /// (`GoEntry`/`GoExit`).
+    Go,
+    /// A USDT probe (`name` is `provider:name`), with its note's argument specification.
+    Usdt {
+        /// The arguments as the note gives them, e.g. `-4@%edi 8@-16(%rbp)`.
+        args: String,
+    },
+}
+
+impl ProbeKind {
+    /// True for a plain function.
+    pub fn is_function(&self) -> bool {
+        *self == ProbeKind::Function
+    }
 }
 
 /// Cumulative per-CPU counts of records the kernel could not store.

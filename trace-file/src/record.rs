@@ -10,6 +10,8 @@
 //! The first delta is taken against `base_ts`. Fields are varints (zigzag for signed
 //! values), in the order of the [`Event`] variant. A typical record takes 7 to 12 bytes.
 
+use tracer_abi as abi;
+
 use crate::{Error, Result};
 
 /// A thread name as the kernel stores it: up to 16 bytes, NUL-padded.
@@ -67,6 +69,16 @@ pub enum Event {
     Rename { comm: Comm },
     /// The record's thread executed a new program, now called `comm`.
     Exec { comm: Comm },
+    /// USDT probe `probe` (a probe-table id) fired with its first `nargs` arguments.
+    Usdt {
+        probe: u32,
+        nargs: u8,
+        args: [u64; tracer_abi::MAX_USDT_ARGS],
+    },
+    /// Entry of Go function `func` by goroutine `g`.
+    GoEntry { func: u32, g: u64 },
+    /// Return of Go function `func` by goroutine `g`, with its first result register.
+    GoExit { func: u32, ret: u64, g: u64 },
 }
 
 /// One event with its time, thread and CPU.
@@ -81,21 +93,9 @@ pub struct Record {
 
 impl Event {
     /// Number of record kinds.
-    pub const KINDS: usize = 11;
+    pub const KINDS: usize = abi::kind::COUNT;
     /// Names of the kinds, by [`Event::kind_index`].
-    pub const KIND_NAMES: [&'static str; Event::KINDS] = [
-        "func_entry",
-        "func_exit",
-        "sys_enter",
-        "sys_exit",
-        "switch",
-        "wakeup",
-        "wakeup_new",
-        "new_task",
-        "exit",
-        "rename",
-        "exec",
-    ];
+    pub const KIND_NAMES: [&'static str; Event::KINDS] = abi::kind::NAMES;
 
     /// A short lowercase name, used by `tracer dump` and the recorder's counts.
     pub fn name(&self) -> &'static str {
@@ -107,20 +107,125 @@ impl Event {
         self.code() as usize - 1
     }
 
+    /// The record's kind: the number the programs give it ([`tracer_abi::kind`]), also
+    /// its code in the file.
     fn code(&self) -> u8 {
-        match self {
-            Event::FuncEntry { .. } => 1,
-            Event::FuncExit { .. } => 2,
-            Event::SysEnter { .. } => 3,
-            Event::SysExit { .. } => 4,
-            Event::Switch { .. } => 5,
-            Event::Wakeup { new: false, .. } => 6,
-            Event::Wakeup { new: true, .. } => 7,
-            Event::NewTask { .. } => 8,
-            Event::Exit { .. } => 9,
-            Event::Rename { .. } => 10,
-            Event::Exec { .. } => 11,
+        use abi::kind::*;
+        (match self {
+            Event::FuncEntry { .. } => FUNC_ENTRY,
+            Event::FuncExit { .. } => FUNC_EXIT,
+            Event::SysEnter { .. } => SYS_ENTER,
+            Event::SysExit { .. } => SYS_EXIT,
+            Event::Switch { .. } => SWITCH,
+            Event::Wakeup { new: false, .. } => WAKEUP,
+            Event::Wakeup { new: true, .. } => WAKEUP_NEW,
+            Event::NewTask { .. } => NEW_TASK,
+            Event::Exit { .. } => EXIT,
+            Event::Rename { .. } => RENAME,
+            Event::Exec { .. } => EXEC,
+            Event::Usdt { .. } => USDT,
+            Event::GoEntry { .. } => GO_ENTRY,
+            Event::GoExit { .. } => GO_EXIT,
+        }) as u8
+    }
+
+    /// Decodes one record of a program's ring buffer: its time, thread and event. `None`
+    /// for bytes that are not a record of a known kind (a program newer than this code).
+    pub fn from_ring(bytes: &[u8]) -> Option<(u64, u32, Event)> {
+        fn read<T: Copy>(b: &[u8]) -> Option<T> {
+            (b.len() >= size_of::<T>())
+                // SAFETY: length checked; the record types are plain integers.
+                .then(|| unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) })
         }
+        let h: abi::Header = read(bytes)?;
+        let event = match h.kind {
+            abi::kind::FUNC_ENTRY => Event::FuncEntry {
+                func: read::<abi::FuncEntry>(bytes)?.func,
+            },
+            abi::kind::FUNC_EXIT => {
+                let r: abi::FuncExit = read(bytes)?;
+                Event::FuncExit {
+                    func: r.func,
+                    ret: r.ret,
+                }
+            }
+            abi::kind::SYS_ENTER => {
+                let r: abi::SysEnter = read(bytes)?;
+                Event::SysEnter {
+                    nr: r.nr,
+                    arg0: r.arg0,
+                    arg2: r.arg2,
+                }
+            }
+            abi::kind::SYS_EXIT => {
+                let r: abi::SysExit = read(bytes)?;
+                Event::SysExit {
+                    nr: r.nr,
+                    ret: r.ret,
+                }
+            }
+            abi::kind::SWITCH => {
+                let r: abi::Switch = read(bytes)?;
+                Event::Switch {
+                    next_tid: r.next_tid,
+                    prev_state: r.prev_state,
+                }
+            }
+            abi::kind::WAKEUP | abi::kind::WAKEUP_NEW => {
+                let r: abi::Wakeup = read(bytes)?;
+                Event::Wakeup {
+                    wakee: r.wakee,
+                    target_cpu: r.target_cpu,
+                    new: h.kind == abi::kind::WAKEUP_NEW,
+                }
+            }
+            abi::kind::NEW_TASK => {
+                let r: abi::NewTask = read(bytes)?;
+                Event::NewTask {
+                    child_tid: r.child_tid,
+                    child_tgid: r.child_tgid,
+                    comm: Comm(r.comm),
+                }
+            }
+            abi::kind::EXIT => {
+                let r: abi::Exit = read(bytes)?;
+                Event::Exit {
+                    tgid: r.tgid,
+                    group_dead: r.group_dead != 0,
+                }
+            }
+            abi::kind::RENAME => Event::Rename {
+                comm: Comm(read::<abi::Rename>(bytes)?.comm),
+            },
+            abi::kind::EXEC => Event::Exec {
+                comm: Comm(read::<abi::Rename>(bytes)?.comm),
+            },
+            abi::kind::USDT => {
+                let r: abi::Usdt = read(bytes)?;
+                Event::Usdt {
+                    probe: r.probe,
+                    nargs: r.nargs.min(abi::MAX_USDT_ARGS as u32) as u8,
+                    args: r.args,
+                }
+            }
+            abi::kind::GO_ENTRY => {
+                let r: abi::GoEntry = read(bytes)?;
+                Event::GoEntry {
+                    func: r.func,
+                    g: r.g,
+                }
+            }
+            abi::kind::GO_EXIT => {
+                let r: abi::GoExit = read(bytes)?;
+                Event::GoExit {
+                    func: r.func,
+                    ret: r.ret,
+                    g: r.g,
+                }
+            }
+            _ => return None,
+        };
+        Some((h.ts, h.tid, event))
     }
 }
 
@@ -212,6 +317,22 @@ impl EventChunkEncoder {
                 b.push(group_dead as u8);
             }
             Event::Rename { comm } | Event::Exec { comm } => put_comm(b, &comm),
+            Event::Usdt { probe, nargs, args } => {
+                put_u64(b, probe as u64);
+                b.push(nargs);
+                for &a in &args[..(nargs as usize).min(args.len())] {
+                    put_i64(b, a as i64);
+                }
+            }
+            Event::GoEntry { func, g } => {
+                put_u64(b, func as u64);
+                put_u64(b, g);
+            }
+            Event::GoExit { func, ret, g } => {
+                put_u64(b, func as u64);
+                put_i64(b, ret as i64);
+                put_u64(b, g);
+            }
         }
         self.prev_ts = ts;
         self.count += 1;
@@ -332,6 +453,21 @@ impl<'a> EventChunkDecoder<'a> {
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
+    fn usdt(&mut self) -> Result<Event> {
+        let probe = self.u32()?;
+        let nargs = *self
+            .buf
+            .get(self.pos)
+            .filter(|&&n| n as usize <= tracer_abi::MAX_USDT_ARGS)
+            .ok_or_else(|| self.corrupt("bad USDT argument count"))?;
+        self.pos += 1;
+        let mut args = [0u64; tracer_abi::MAX_USDT_ARGS];
+        for a in args.iter_mut().take(nargs as usize) {
+            *a = self.i64()? as u64;
+        }
+        Ok(Event::Usdt { probe, nargs, args })
+    }
+
     fn comm(&mut self) -> Result<Comm> {
         let n = *self
             .buf
@@ -392,6 +528,16 @@ impl<'a> EventChunkDecoder<'a> {
             },
             10 => Event::Rename { comm: self.comm()? },
             11 => Event::Exec { comm: self.comm()? },
+            12 => self.usdt()?,
+            13 => Event::GoEntry {
+                func: self.u32()?,
+                g: self.u64()?,
+            },
+            14 => Event::GoExit {
+                func: self.u32()?,
+                ret: self.i64()? as u64,
+                g: self.u64()?,
+            },
             other => return Err(self.corrupt(&format!("unknown record kind {other}"))),
         };
         self.prev_ts = ts;
@@ -485,7 +631,137 @@ mod tests {
             Event::Exec {
                 comm: Comm::from_str_lossy(""),
             },
+            Event::Usdt {
+                probe: 3,
+                nargs: 3,
+                args: [u64::MAX, 0, 42, 0, 0, 0],
+            },
+            Event::GoEntry {
+                func: 9,
+                g: 0xc000_0012_3400,
+            },
+            Event::GoExit {
+                func: 9,
+                ret: 7,
+                g: 0xc000_0012_3400,
+            },
         ]
+    }
+
+    /// Every kind of the programs' table has an event, decoded from its ring record, whose
+    /// code is the kind's number and whose name is the table's: the three places that
+    /// know the kinds (programs, recorder, file) agree.
+    #[test]
+    fn ring_records_decode_to_events_of_the_same_kind() {
+        use abi::*;
+        fn bytes<T>(r: &T) -> Vec<u8> {
+            // SAFETY: plain #[repr(C)] records without padding (checked by tracer-abi).
+            unsafe { std::slice::from_raw_parts((r as *const T).cast::<u8>(), size_of::<T>()) }
+                .to_vec()
+        }
+        let h = |kind| Header {
+            ts: 77,
+            tid: 5,
+            kind,
+            _pad: 0,
+        };
+        let comm = [b'x'; 16];
+        let records = [
+            bytes(&FuncEntry {
+                h: h(kind::FUNC_ENTRY),
+                func: 1,
+                _pad: 0,
+            }),
+            bytes(&FuncExit {
+                h: h(kind::FUNC_EXIT),
+                func: 1,
+                _pad: 0,
+                ret: 2,
+            }),
+            bytes(&SysEnter {
+                h: h(kind::SYS_ENTER),
+                nr: 0,
+                _pad: 0,
+                arg0: 3,
+                arg2: 4,
+            }),
+            bytes(&SysExit {
+                h: h(kind::SYS_EXIT),
+                nr: 0,
+                _pad: 0,
+                ret: -1,
+            }),
+            bytes(&Switch {
+                h: h(kind::SWITCH),
+                next_tid: 6,
+                prev_state: 1,
+            }),
+            bytes(&Wakeup {
+                h: h(kind::WAKEUP),
+                wakee: 6,
+                target_cpu: 1,
+            }),
+            bytes(&Wakeup {
+                h: h(kind::WAKEUP_NEW),
+                wakee: 6,
+                target_cpu: 1,
+            }),
+            bytes(&NewTask {
+                h: h(kind::NEW_TASK),
+                child_tid: 8,
+                child_tgid: 8,
+                comm,
+            }),
+            bytes(&Exit {
+                h: h(kind::EXIT),
+                tgid: 5,
+                group_dead: 1,
+            }),
+            bytes(&Rename {
+                h: h(kind::RENAME),
+                comm,
+            }),
+            bytes(&Rename {
+                h: h(kind::EXEC),
+                comm,
+            }),
+            bytes(&Usdt {
+                h: h(kind::USDT),
+                probe: 2,
+                nargs: 2,
+                args: [1, 2, 0, 0, 0, 0],
+            }),
+            bytes(&GoEntry {
+                h: h(kind::GO_ENTRY),
+                func: 1,
+                _pad: 0,
+                g: 9,
+            }),
+            bytes(&GoExit {
+                h: h(kind::GO_EXIT),
+                func: 1,
+                _pad: 0,
+                ret: 0,
+                g: 9,
+            }),
+        ];
+        assert_eq!(records.len(), kind::COUNT);
+        let mut enc = EventChunkEncoder::new(0);
+        for (i, r) in records.iter().enumerate() {
+            let (ts, tid, e) = Event::from_ring(r).unwrap();
+            assert_eq!((ts, tid), (77, 5));
+            assert_eq!(e.kind_index(), i, "{e:?}");
+            assert_eq!(e.name(), kind::NAMES[i]);
+            enc.push(ts, tid, &e);
+            // A record cut short is no record.
+            assert!(Event::from_ring(&r[..r.len() - 1]).is_none());
+        }
+        let payload = enc.finish();
+        let back: Vec<Record> = EventChunkDecoder::new(&payload, 0)
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(back.len(), kind::COUNT);
     }
 
     #[test]

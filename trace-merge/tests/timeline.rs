@@ -385,3 +385,54 @@ fn a_thread_runnable_at_attach_that_acts_first_was_running() {
         cpu: 1
     }));
 }
+
+/// Go calls pair by goroutine: a call that began on one thread and returned on another is
+/// one span, shown on the thread that entered it; calls of another goroutine on that
+/// thread in between are their own spans; USDT probes are marks with their arguments.
+#[test]
+fn go_calls_pair_by_goroutine_and_usdt_probes_are_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = go_scenario();
+    let tl = open(&dir, &[&b], MergeOptions::default());
+    let inv = check_timeline(tl)
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    assert_eq!(inv.spans, 3);
+    let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    let spans: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::Func(s) => Some((
+                tl.thread(s.thread).tid,
+                s.func,
+                s.begin,
+                s.end,
+                s.ret,
+                s.goroutine,
+                s.depth,
+            )),
+            _ => None,
+        })
+        .collect();
+    let us = |u: u64| u * 1000;
+    assert_eq!(
+        spans,
+        [
+            (201, 2, us(1250), us(1300), Some(5), Some(0xb), 1),
+            (201, 1, us(1200), us(1400), Some(7), Some(0xb), 0),
+            (201, 1, us(1100), us(1800), Some(9), Some(0xa), 0),
+        ]
+    );
+    let marks: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::Mark(m) => Some((
+                tl.thread(m.thread).tid,
+                m.probe,
+                m.nargs,
+                m.args[0] as i64,
+                m.args[1],
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(marks, [(201, 3, 2, -7, 42), (202, 3, 2, 1, 2)]);
+}

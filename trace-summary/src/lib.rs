@@ -332,6 +332,12 @@ pub struct FunctionStats {
     pub session_pct: f64,
     /// System calls made while it was on the stack (in it or its callees).
     pub syscalls: Vec<InnerSyscall>,
+    /// A Go function: its calls are paired by goroutine, and its running / ready /
+    /// blocked / I/O split is not measured (a goroutine is scheduled by Go's runtime onto
+    /// threads, whose states are not its own); those figures are 0.
+    pub goroutine: bool,
+    /// A USDT probe: `calls` counts its hits, which take no time (the time figures are 0).
+    pub point: bool,
     /// Hot-spot flags (`slow`, `errors`, `ready`) for the thresholds rendered with.
     pub flags: Vec<&'static str>,
     /// Distribution of call durations (every call, nested recursive ones too).

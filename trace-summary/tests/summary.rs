@@ -701,3 +701,38 @@ fn random_traces_add_up() {
         assert!(diffs.iter().all(|r| r.total_change_ns == 0));
     }
 }
+
+/// Go functions: calls paired by goroutine, durations exact, self time within the
+/// goroutine, no thread-state split (shown as not measured); a USDT probe's hits counted.
+#[test]
+fn go_functions_are_timed_by_goroutine() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("go.trace");
+    go_scenario().write(&input);
+    let s = summarize(std::slice::from_ref(&input)).unwrap();
+    let h = s.function("main.handle").unwrap();
+    assert_eq!((h.calls, h.inclusive_ns), (2, 700_000 + 200_000));
+    assert_eq!(h.self_ns, 700_000 + 200_000 - 50_000);
+    assert!(h.goroutine);
+    assert_eq!(h.running_ns + h.ready_ns + h.blocked_ns + h.io_ns, 0);
+    let e = s.call_edge("main.handle", "main.render").unwrap();
+    assert_eq!((e.calls, e.total_ns), (1, 50_000));
+    let mut out = Vec::new();
+    render(&s, &SummaryOptions::default(), &mut out).unwrap();
+    let table = String::from_utf8(out).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("main.handle"))
+        .unwrap();
+    assert!(row.contains(" - "), "{row}");
+    // The USDT probe: its two hits, no time.
+    let u = s.function("app:request").unwrap();
+    assert!(u.point && !u.goroutine);
+    assert_eq!((u.calls, u.inclusive_ns, u.p99_ns), (2, 0, 0));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("app:request"))
+        .unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[..4], ["app:request", "2", "-", "-"], "{row}");
+}

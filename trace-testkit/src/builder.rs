@@ -279,6 +279,48 @@ pub fn server_scenario() -> TraceBuilder {
     b
 }
 
+/// A Go server: goroutine 0xa enters `main.handle` on thread 201 and returns on thread
+/// 202 (the runtime moved it); meanwhile goroutine 0xb enters and leaves `main.handle` on
+/// thread 201, with a nested `main.render`; a USDT probe fires twice with arguments.
+pub fn go_scenario() -> TraceBuilder {
+    let mut b = TraceBuilder::new("go1", 2);
+    b.process(200, "/srv/goserver")
+        .thread(200, 201, "goserver", 'S')
+        .thread(200, 202, "goserver", 'S')
+        .probe(1, "main.handle")
+        .probe(2, "main.render")
+        .probe(3, "app:request");
+    b.probes[0].kind = trace_file::ProbeKind::Go;
+    b.probes[1].kind = trace_file::ProbeKind::Go;
+    b.probes[2].kind = trace_file::ProbeKind::Usdt {
+        args: "-4@%edi 8@%rsi".into(),
+    };
+    let (ga, gb) = (0xa, 0xb);
+    let entry = |func, g| Event::GoEntry { func, g };
+    let ret = |func, ret, g| Event::GoExit { func, ret, g };
+    let usdt = |a: u64, b: u64| Event::Usdt {
+        probe: 3,
+        nargs: 2,
+        args: [a, b, 0, 0, 0, 0],
+    };
+    b.at(1000, 0, 0, sw(201, 0))
+        .at(1100, 0, 201, entry(1, ga))
+        .at(1150, 0, 201, usdt((-7i64) as u64, 42))
+        // Goroutine a parks; b runs on the same thread.
+        .at(1200, 0, 201, entry(1, gb))
+        .at(1250, 0, 201, entry(2, gb))
+        .at(1300, 0, 201, ret(2, 5, gb))
+        .at(1400, 0, 201, ret(1, 7, gb))
+        .at(1500, 0, 201, sw(0, 1));
+    // Goroutine a resumes on the other thread and returns there.
+    b.at(1600, 1, 0, sw(202, 0))
+        .at(1700, 1, 202, usdt(1, 2))
+        .at(1800, 1, 202, ret(1, 9, ga))
+        .at(1900, 1, 202, sw(0, 1));
+    b.stop(2000);
+    b
+}
+
 /// A small deterministic PRNG (xorshift64*), so property tests need no dependency.
 pub struct Rng(pub u64);
 

@@ -45,4 +45,5 @@ mod pod {
     unsafe impl aya::Pod for super::SysStat {}
     unsafe impl aya::Pod for super::ThreadStat {}
     unsafe impl aya::Pod for super::ThreadSched {}
+    unsafe impl aya::Pod for super::UsdtSpec {}
 }

@@ -26,8 +26,14 @@ pub mod kind {
     pub const RENAME: u16 = 10;
     /// [`Rename`](super::Rename) by exec.
     pub const EXEC: u16 = 11;
+    /// [`Usdt`](super::Usdt).
+    pub const USDT: u16 = 12;
+    /// [`GoEntry`](super::GoEntry).
+    pub const GO_ENTRY: u16 = 13;
+    /// [`GoExit`](super::GoExit).
+    pub const GO_EXIT: u16 = 14;
     /// How many kinds there are: their numbers are `1..=COUNT`.
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 14;
     /// The name of each kind, by number - 1 (`tracer dump`, the recorder's counts, the
     /// trailer).
     pub const NAMES: [&str; COUNT] = [
@@ -42,6 +48,9 @@ pub mod kind {
         "exit",
         "rename",
         "exec",
+        "usdt",
+        "go_entry",
+        "go_exit",
     ];
 }
 
@@ -181,6 +190,104 @@ pub struct Rename {
     pub comm: [u8; 16],
 }
 
+/// A USDT probe fired: `probe` is the attach cookie (its probe-table id), `args` its first
+/// `nargs` arguments as its note describes them, each sign- or zero-extended.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usdt {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The probe-table id.
+    pub probe: u32,
+    /// How many of `args` hold an argument.
+    pub nargs: u32,
+    /// The arguments.
+    pub args: [u64; MAX_USDT_ARGS],
+}
+
+/// Arguments a USDT record carries (SDT notes have at most 12; servers use few).
+pub const MAX_USDT_ARGS: usize = 6;
+
+/// A Go function was entered by goroutine `g` (the `g` pointer, in R14 under Go's register
+/// ABI): Go's calls are paired by goroutine, which may resume on another thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GoEntry {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The probe-table id of the function.
+    pub func: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+    /// The goroutine.
+    pub g: u64,
+}
+
+/// A Go function returned (a probe on one of its return instructions: Go programs cannot
+/// have their return addresses replaced, as a uretprobe does), with its first result
+/// register.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GoExit {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The probe-table id of the function.
+    pub func: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+    /// RAX: the first result.
+    pub ret: u64,
+    /// The goroutine.
+    pub g: u64,
+}
+
+/// How the `usdt` program reads one argument: the register (a byte offset in `struct
+/// pt_regs`), the memory it points to, or a constant.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsdtArg {
+    /// One of [`usdt_arg`].
+    pub kind: u8,
+    /// Bytes, negative when signed: 1, 2, 4 or 8.
+    pub size: i8,
+    /// For [`usdt_arg::INDEXED`]: the index's multiplier.
+    pub scale: u8,
+    /// Zero: the padding, explicit.
+    pub _pad: u8,
+    /// `pt_regs` offset of the register (the base, for memory).
+    pub reg: u16,
+    /// `pt_regs` offset of the index register, for [`usdt_arg::INDEXED`].
+    pub index: u16,
+    /// The displacement for memory, the value for a constant.
+    pub value: i64,
+}
+
+/// Kinds of [`UsdtArg`].
+pub mod usdt_arg {
+    /// No argument.
+    pub const NONE: u8 = 0;
+    /// A register's value.
+    pub const REGISTER: u8 = 1;
+    /// Memory at a register plus a displacement.
+    pub const MEMORY: u8 = 2;
+    /// Memory at base + index * scale + displacement.
+    pub const INDEXED: u8 = 3;
+    /// A constant.
+    pub const CONSTANT: u8 = 4;
+}
+
+/// How to read the arguments of one USDT probe, by its probe-table id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsdtSpec {
+    /// How many of `args` are used.
+    pub nargs: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+    /// The arguments.
+    pub args: [UsdtArg; MAX_USDT_ARGS],
+}
+
 /// Asserts at compile time that each `$t` is exactly its fields, in order of their types,
 /// with no implicit padding: the programs and the recorder read the same bytes without
 /// any serialization.
@@ -207,4 +314,9 @@ exact_layout! {
     NewTask { Header, u32, u32, [u8; 16] }
     Exit { Header, u32, u32 }
     Rename { Header, [u8; 16] }
+    Usdt { Header, u32, u32, [u64; MAX_USDT_ARGS] }
+    GoEntry { Header, u32, u32, u64 }
+    GoExit { Header, u32, u32, u64, u64 }
+    UsdtArg { u8, i8, u8, u8, u16, u16, i64 }
+    UsdtSpec { u32, u32, [UsdtArg; MAX_USDT_ARGS] }
 }

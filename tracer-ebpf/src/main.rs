@@ -25,6 +25,8 @@ fn main() {}
 
 #[cfg(target_arch = "bpf")]
 mod stat;
+#[cfg(target_arch = "bpf")]
+mod usdt;
 
 #[cfg(target_arch = "bpf")]
 mod programs {
@@ -280,6 +282,74 @@ mod programs {
             func,
             _pad: 0,
             ret,
+        });
+        0
+    }
+
+    /// Per probe-table id of a USDT probe, how to read its arguments; set by the recorder.
+    #[btf_map]
+    static USDT_SPECS: Array<UsdtSpec, { MAX_FUNCS as usize }> = Array::new();
+
+    /// A USDT probe: its arguments, read as its note says.
+    #[uprobe]
+    pub fn usdt(ctx: ProbeContext) -> u32 {
+        // SAFETY: helper reading this program's attach cookie.
+        let probe = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        let (_, tid) = current();
+        let Some(spec) = USDT_SPECS.get(probe) else {
+            return 0;
+        };
+        let mut rec = Usdt {
+            h: header(tid, kind::USDT),
+            probe,
+            nargs: spec.nargs,
+            args: [0; MAX_USDT_ARGS],
+        };
+        for i in 0..MAX_USDT_ARGS {
+            if (i as u32) < spec.nargs {
+                rec.args[i] = crate::usdt::arg(&ctx, &spec.args[i]);
+            }
+        }
+        emit(rec);
+        0
+    }
+
+    /// The goroutine a Go function runs in: R14 holds its `g` under Go's register ABI.
+    #[inline(always)]
+    fn goroutine(ctx: &ProbeContext) -> u64 {
+        // SAFETY: the probe's saved registers, a valid context.
+        unsafe { (*ctx.regs).r14 }
+    }
+
+    /// Entry of a Go function (after its stack check: the entry runs again when the
+    /// stack grows).
+    #[uprobe]
+    pub fn go_entry(ctx: ProbeContext) -> u32 {
+        // SAFETY: helper reading this program's attach cookie.
+        let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        let (_, tid) = current();
+        emit(GoEntry {
+            h: header(tid, kind::GO_ENTRY),
+            func,
+            _pad: 0,
+            g: goroutine(&ctx),
+        });
+        0
+    }
+
+    /// One of a Go function's return instructions.
+    #[uprobe]
+    pub fn go_exit(ctx: ProbeContext) -> u32 {
+        // SAFETY: helper reading this program's attach cookie.
+        let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        let (_, tid) = current();
+        emit(GoExit {
+            h: header(tid, kind::GO_EXIT),
+            func,
+            _pad: 0,
+            // SAFETY: as in `goroutine`.
+            ret: unsafe { (*ctx.regs).rax },
+            g: goroutine(&ctx),
         });
         0
     }

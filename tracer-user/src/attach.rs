@@ -7,7 +7,14 @@ use std::collections::HashMap;
 use anyhow::Result;
 use trace_file::Probe;
 
-use crate::{clock, kernel::Kernel, probes::Resolved, tree::Fork};
+use symbolizer::{Exit, Language};
+
+use crate::{
+    clock,
+    kernel::{Kernel, Prog},
+    probes::{Point, Resolved},
+    tree::Fork,
+};
 
 /// The probes of one process: (function id, CLOCK_MONOTONIC span of their attachment).
 type Attached = Vec<(u32, u64, u64)>;
@@ -45,8 +52,11 @@ impl Probes {
         if p.resolved.is_empty() {
             return Ok((p, table));
         }
-        kernel.load_uprobes(empty)?;
+        kernel.empty_probes(empty);
         for i in 0..p.resolved.len() {
+            if let Point::Usdt(u) = &p.resolved[i].point {
+                kernel.set_usdt_spec(i as u32 + 1, &crate::probes::usdt_spec(u))?;
+            }
             let id = i as u32 + 1;
             let pids: Vec<u32> = (p.resolved[i].pids.iter())
                 .filter_map(|pid| pid.or(launched))
@@ -54,15 +64,38 @@ impl Probes {
             for pid in pids {
                 p.attach_one(kernel, i, pid)?;
             }
-            table.push(crate::probes::table_entry(id, &p.resolved[i].func));
+            table.push(crate::probes::table_entry(id, &p.resolved[i].point));
         }
         Ok((p, table))
     }
 
     fn attach_one(&mut self, kernel: &mut Kernel, i: usize, pid: u32) -> Result<()> {
-        let f = &self.resolved[i].func;
+        let (id, inherit) = (i as u32 + 1, self.inherit);
         let start = clock::monotonic_ns();
-        kernel.attach_uprobe(&f.binary, f.file_offset, i as u32 + 1, pid, self.inherit)?;
+        let mut at = |prog, offset, ref_ctr| {
+            let binary = self.resolved[i].point.binary();
+            kernel.attach_probe(prog, binary, offset, ref_ctr, id, pid, inherit)
+        };
+        // Returns first: a call whose entry is recorded then always has its return probed,
+        // where the other order leaves the calls entered in between open until the end.
+        match &self.resolved[i].point {
+            Point::Function(f) => match &f.exit {
+                Exit::Returns(rets) if f.language == Language::Go => {
+                    for &r in rets {
+                        at(Prog::GoReturn, r, None)?;
+                    }
+                    at(Prog::GoEntry, f.file_offset, None)?;
+                }
+                _ => {
+                    at(Prog::Return, f.file_offset, None)?;
+                    at(Prog::Entry, f.file_offset, None)?;
+                }
+            },
+            Point::Usdt(u) => {
+                let sem = (u.semaphore_offset != 0).then_some(u.semaphore_offset);
+                at(Prog::Usdt, u.file_offset, sem)?;
+            }
+        }
         let end = clock::monotonic_ns();
         self.by_process
             .entry(pid)

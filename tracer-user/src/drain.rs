@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use trace_file::{ChunkKind, Event, EventChunkEncoder};
-use tracer_abi as abi;
 
 use crate::{files::TraceWriter, kernel::Kernel};
 
@@ -52,7 +51,7 @@ impl Drain {
         let mut n = 0;
         for cpu in 0..kernel.rings.len() {
             while let Some(item) = kernel.rings[cpu].next() {
-                let Some((ts, tid, event)) = decode(&item) else {
+                let Some((ts, tid, event)) = Event::from_ring(&item) else {
                     self.undecodable[cpu] += 1;
                     continue;
                 };
@@ -112,81 +111,4 @@ impl Drain {
             .filter(|(_, &n)| n > 0)
             .map(|(i, &n)| (Event::KIND_NAMES[i], n))
     }
-}
-
-/// Reads one ring-buffer record. Unknown kinds (a newer program) are skipped.
-fn decode(bytes: &[u8]) -> Option<(u64, u32, Event)> {
-    fn read<T: Copy>(b: &[u8]) -> Option<T> {
-        (b.len() >= size_of::<T>())
-            // SAFETY: length checked; the record types are plain integers.
-            .then(|| unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) })
-    }
-    let h: abi::Header = read(bytes)?;
-    let comm = |c: [u8; 16]| trace_file::record::Comm(c);
-    let event = match h.kind {
-        abi::kind::FUNC_ENTRY => {
-            let r: abi::FuncEntry = read(bytes)?;
-            Event::FuncEntry { func: r.func }
-        }
-        abi::kind::FUNC_EXIT => {
-            let r: abi::FuncExit = read(bytes)?;
-            Event::FuncExit {
-                func: r.func,
-                ret: r.ret,
-            }
-        }
-        abi::kind::SYS_ENTER => {
-            let r: abi::SysEnter = read(bytes)?;
-            Event::SysEnter {
-                nr: r.nr,
-                arg0: r.arg0,
-                arg2: r.arg2,
-            }
-        }
-        abi::kind::SYS_EXIT => {
-            let r: abi::SysExit = read(bytes)?;
-            Event::SysExit {
-                nr: r.nr,
-                ret: r.ret,
-            }
-        }
-        abi::kind::SWITCH => {
-            let r: abi::Switch = read(bytes)?;
-            Event::Switch {
-                next_tid: r.next_tid,
-                prev_state: r.prev_state,
-            }
-        }
-        abi::kind::WAKEUP | abi::kind::WAKEUP_NEW => {
-            let r: abi::Wakeup = read(bytes)?;
-            Event::Wakeup {
-                wakee: r.wakee,
-                target_cpu: r.target_cpu,
-                new: h.kind == abi::kind::WAKEUP_NEW,
-            }
-        }
-        abi::kind::NEW_TASK => {
-            let r: abi::NewTask = read(bytes)?;
-            Event::NewTask {
-                child_tid: r.child_tid,
-                child_tgid: r.child_tgid,
-                comm: comm(r.comm),
-            }
-        }
-        abi::kind::EXIT => {
-            let r: abi::Exit = read(bytes)?;
-            Event::Exit {
-                tgid: r.tgid,
-                group_dead: r.group_dead != 0,
-            }
-        }
-        abi::kind::RENAME => Event::Rename {
-            comm: comm(read::<abi::Rename>(bytes)?.comm),
-        },
-        abi::kind::EXEC => Event::Exec {
-            comm: comm(read::<abi::Rename>(bytes)?.comm),
-        },
-        _ => return None,
-    };
-    Some((h.ts, h.tid, event))
 }

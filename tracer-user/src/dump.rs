@@ -193,5 +193,16 @@ pub fn describe(e: &Event) -> String {
         }
         Event::Rename { comm } => format!("rename name={}", comm.as_str()),
         Event::Exec { comm } => format!("exec name={}", comm.as_str()),
+        Event::Usdt { probe, nargs, args } => {
+            let mut s = format!("usdt probe={probe}");
+            for (i, a) in args.iter().take(nargs as usize).enumerate() {
+                s.push_str(&format!(" arg{i}={}", *a as i64));
+            }
+            s
+        }
+        Event::GoEntry { func, g } => format!("go_entry func={func} g={g:#x}"),
+        Event::GoExit { func, ret, g } => {
+            format!("go_exit func={func} ret={} g={g:#x}", ret as i64)
+        }
     }
 }

@@ -10,7 +10,8 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
 };
 use tracer_abi::{
-    counter, Config, FuncStat, Offsets, SysStat, ThreadSched, ID_HINT_SLOTS, MAX_CPUS, RING_BYTES,
+    counter, Config, FuncStat, Offsets, SysStat, ThreadSched, UsdtSpec, ID_HINT_SLOTS, MAX_CPUS,
+    RING_BYTES,
 };
 
 /// The eBPF object built by `cargo xtask build`, embedded at compile time.
@@ -34,6 +35,21 @@ const BTF_TRACEPOINTS: [&str; 5] = [
     "sys_exit",
 ];
 
+/// The uprobe programs, by what they are attached to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prog {
+    /// A function's entry.
+    Entry,
+    /// A function's return (a uretprobe).
+    Return,
+    /// A Go function's entry (after its stack check).
+    GoEntry,
+    /// One of a Go function's return instructions.
+    GoReturn,
+    /// A USDT probe.
+    Usdt,
+}
+
 /// Loaded programs and the maps the recorder talks to.
 pub struct Kernel {
     ebpf: Option<Ebpf>,
@@ -49,7 +65,8 @@ pub struct Kernel {
     pub rings: Vec<RingBuf<MapData>>,
     /// Keeps the CPU -> ring buffer array alive while programs use it.
     _outer: ArrayOfMaps<MapData, RingBuf<MapData>>,
-    uprobe_programs: [&'static str; 2],
+    /// Probes attach programs that do nothing (`--empty-probes`).
+    empty_probes: bool,
     /// The aggregation maps, in counting mode.
     pub stat: Option<StatMaps>,
     /// Runs the kernel skipped, read once more when the programs are unloaded.
@@ -127,7 +144,7 @@ impl Kernel {
             counters,
             rings,
             _outer: outer,
-            uprobe_programs: ["func_entry", "func_exit"],
+            empty_probes: false,
             stat,
             skipped_at_stop: 0,
             uprobe_events: crate::uprobe::Events::new(tracefs),
@@ -197,55 +214,64 @@ impl Kernel {
         Ok(p.try_into()?)
     }
 
-    /// Loads the uprobe programs (once, before the first `attach_uprobe`). `empty` picks
-    /// programs that record nothing, to measure the kernel's own cost of a probe.
-    pub fn load_uprobes(&mut self, empty: bool) -> Result<()> {
-        self.uprobe_programs = if empty {
-            ["func_entry_empty", "func_exit_empty"]
-        } else {
-            ["func_entry", "func_exit"]
-        };
-        for prog in self.uprobe_programs {
-            let p: &mut UProbe = self
-                .ebpf()
-                .program_mut(prog)
-                .ok_or_else(|| anyhow!("program {prog} missing from the eBPF object"))?
-                .try_into()?;
-            p.load()
-                .map_err(|e| anyhow!("the kernel refused program {prog}: {e}"))?;
-        }
-        Ok(())
+    /// Records of probes that do nothing (`--empty-probes`): the kernel's own cost.
+    pub fn empty_probes(&mut self, empty: bool) {
+        self.empty_probes = empty;
     }
 
-    /// Attaches entry and return probes at `file_offset` of `binary` for process `pid` and,
-    /// with `inherit`, the processes it creates later, tagging their records with function
-    /// id `id`.
-    pub fn attach_uprobe(
+    /// Attaches program `prog` at `offset` of `binary` for process `pid` and, with
+    /// `inherit`, the processes it creates later, tagging its records with probe id `id`;
+    /// `ref_ctr`: the file offset of a USDT probe's semaphore, which the kernel raises
+    /// while the probe is attached.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attach_probe(
         &mut self,
+        prog: Prog,
         binary: &Path,
-        file_offset: u64,
+        offset: u64,
+        ref_ctr: Option<u64>,
         id: u32,
         pid: u32,
         inherit: bool,
     ) -> Result<()> {
-        // The return probe first: a call whose entry is recorded then always has its
-        // return probed, where the other order leaves the calls entered in between open
-        // until the end of the trace.
-        for (prog, ret) in self.uprobe_programs.into_iter().zip([false, true]).rev() {
-            let p: &mut UProbe = self.program(prog)?;
-            let fd = p.fd()?.as_fd().try_clone_to_owned()?;
-            let link = self.uprobe_events.attach(
-                fd.as_fd(),
-                binary,
-                file_offset,
-                ret,
-                pid,
-                inherit,
-                id as u64,
-            )?;
-            self.links.push(Box::new(link));
+        let name = match (prog, self.empty_probes) {
+            (Prog::Return, true) => "func_exit_empty",
+            (_, true) => "func_entry_empty",
+            (Prog::Entry, false) => "func_entry",
+            (Prog::Return, false) => "func_exit",
+            (Prog::GoEntry, false) => "go_entry",
+            (Prog::GoReturn, false) => "go_exit",
+            (Prog::Usdt, false) => "usdt",
+        };
+        let p: &mut UProbe = self.program(name)?;
+        if p.fd().is_err() {
+            p.load()
+                .map_err(|e| anyhow!("the kernel refused program {name}: {e}"))?;
         }
+        let fd = p.fd()?.as_fd().try_clone_to_owned()?;
+        let point = crate::uprobe::Point {
+            binary,
+            offset,
+            ret: prog == Prog::Return,
+            ref_ctr,
+        };
+        let link = self
+            .uprobe_events
+            .attach(fd.as_fd(), &point, pid, inherit, id as u64)?;
+        self.links.push(Box::new(link));
         Ok(())
+    }
+
+    /// Tells the `usdt` program how to read the arguments of probe `id`.
+    pub fn set_usdt_spec(&mut self, id: u32, spec: &UsdtSpec) -> Result<()> {
+        let mut specs: Array<&mut MapData, UsdtSpec> = Array::try_from(
+            self.ebpf()
+                .map_mut("USDT_SPECS")
+                .ok_or_else(|| anyhow!("map USDT_SPECS missing from the eBPF object"))?,
+        )?;
+        specs
+            .set(id, spec, 0)
+            .with_context(|| format!("describing the arguments of USDT probe {id}"))
     }
 
     /// Adds a process to the filter: its system calls and new threads are recorded.

@@ -1,16 +1,51 @@
-//! From `--uprobe` specs to attach points, through the `symbolizer` crate.
+//! From `--uprobe` specs to attach points, through the `symbolizer` crate: functions (C,
+//! C++, Rust, Go) and USDT probes (`usdt:[PATH_OR_LIB:]PROVIDER:NAME`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
-use symbolizer::{FunctionMatch, Options};
-use trace_file::Probe;
+use symbolizer::{Exit, FunctionMatch, Language, Options, UsdtProbe};
+use trace_file::{Probe, ProbeKind};
 
 use crate::procfs;
 
-/// A function to probe, and the processes to probe it in (`None` = the launched command).
+/// What a probe-table entry is attached to.
+pub enum Point {
+    /// A function: its entry and its returns.
+    Function(FunctionMatch),
+    /// A USDT probe.
+    Usdt(UsdtProbe),
+}
+
+impl Point {
+    /// The name outputs show: the function's, or `provider:name`.
+    pub fn name(&self) -> String {
+        match self {
+            Point::Function(f) => f.name.clone(),
+            Point::Usdt(u) => format!("{}:{}", u.provider, u.name),
+        }
+    }
+
+    /// Where it is: (binary as the process sees it, virtual address).
+    fn place(&self) -> (&str, u64) {
+        match self {
+            Point::Function(f) => (&f.display_binary, f.address),
+            Point::Usdt(u) => (&u.display_binary, u.address),
+        }
+    }
+
+    /// The file the probes are attached in (through the process's root).
+    pub fn binary(&self) -> &Path {
+        match self {
+            Point::Function(f) => &f.binary,
+            Point::Usdt(u) => &u.binary,
+        }
+    }
+}
+
+/// A probe to attach, and the processes to attach it in (`None` = the launched command).
 pub struct Resolved {
-    pub func: FunctionMatch,
+    pub point: Point,
     pub pids: Vec<Option<u32>>,
 }
 
@@ -24,20 +59,20 @@ pub struct Target {
 
 /// Resolves every spec in every target. A spec must match in at least one target (else
 /// the first target's error says why); the same function found in several processes is
-/// one probe-table entry.
+/// one probe-table entry. A Go function whose returns cannot be probed safely is refused
+/// here, before anything is attached.
 pub fn resolve_all(
     specs: &[String],
     targets: &[Target],
     allow_multiple: bool,
 ) -> Result<Vec<Resolved>> {
-    let opts = Options { allow_multiple };
     let mut out: Vec<Resolved> = Vec::new();
     for spec in specs {
         let mut first_error = None;
         let mut found = false;
         for t in targets {
-            let matches = match symbolizer::resolve(&t.target, spec, &opts) {
-                Ok(m) => m,
+            let points = match resolve_one(&t.target, spec, allow_multiple) {
+                Ok(p) => p,
                 Err(e) => {
                     first_error.get_or_insert(e);
                     continue;
@@ -45,17 +80,12 @@ pub fn resolve_all(
             };
             found = true;
             let pids = std::iter::once(t.pid).chain(t.same_exe.iter().map(|&p| Some(p)));
-            for m in matches {
-                let r = match out.iter().position(|r| {
-                    r.func.display_binary == m.display_binary && r.func.address == m.address
-                }) {
+            for point in points {
+                let r = match out.iter().position(|r| r.point.place() == point.place()) {
                     Some(i) => &mut out[i],
                     None => {
-                        if let Some(w) = &m.warning {
-                            eprintln!("tracer: warning: {}: {w}", m.name);
-                        }
                         out.push(Resolved {
-                            func: m,
+                            point,
                             pids: Vec::new(),
                         });
                         out.last_mut().unwrap()
@@ -73,6 +103,46 @@ pub fn resolve_all(
                 bail!("--uprobe {spec}: {e}");
             }
         }
+    }
+    Ok(out)
+}
+
+/// The attach points of one spec in one target.
+fn resolve_one(
+    target: &symbolizer::Target,
+    spec: &str,
+    allow_multiple: bool,
+) -> Result<Vec<Point>, anyhow::Error> {
+    if let Some(usdt) = spec.strip_prefix("usdt:") {
+        let parts: Vec<&str> = usdt.split(':').collect();
+        let (lib, provider, name) = match parts.as_slice() {
+            [provider, name] => (None, *provider, *name),
+            [lib, provider, name] => (Some(*lib), *provider, *name),
+            _ => bail!("a USDT spec is usdt:PROVIDER:NAME or usdt:PATH_OR_LIB:PROVIDER:NAME"),
+        };
+        let probes = symbolizer::resolve_usdt(target, lib, provider, name)?;
+        if let Some(u) = probes.iter().find(|u| u.unsupported.is_some()) {
+            bail!(
+                "cannot read the arguments of USDT probe {}:{}: {}",
+                u.provider,
+                u.name,
+                u.unsupported.as_deref().unwrap_or_default()
+            );
+        }
+        return Ok(probes.into_iter().map(Point::Usdt).collect());
+    }
+    let matches = symbolizer::resolve(target, spec, &Options { allow_multiple })?;
+    let mut out = Vec::new();
+    for m in matches {
+        if m.language == Language::Go {
+            if let Exit::Refused(why) = &m.exit {
+                bail!("cannot probe the returns of Go function {}: {why}", m.name);
+            }
+        }
+        if let Some(w) = &m.warning {
+            eprintln!("tracer: warning: {}: {w}", m.name);
+        }
+        out.push(Point::Function(m));
     }
     Ok(out)
 }
@@ -126,10 +196,10 @@ pub fn extend_to(
                 continue;
             };
             for m in more {
-                match resolved.iter_mut().find(|r| {
-                    r.func.display_binary == m.func.display_binary
-                        && r.func.address == m.func.address
-                }) {
+                match resolved
+                    .iter_mut()
+                    .find(|r| r.point.place() == m.point.place())
+                {
                     Some(r) => r.pids.extend(
                         m.pids
                             .into_iter()
@@ -143,20 +213,122 @@ pub fn extend_to(
     }
 }
 
-/// The probe-table entry for function `id`.
-pub fn table_entry(id: u32, m: &FunctionMatch) -> Probe {
-    Probe {
-        id,
-        name: m.name.clone(),
-        symbol: m.symbol.clone(),
-        binary: m.display_binary.clone(),
-        build_id: m.build_id.clone(),
-        address: m.address,
-        size: m.size,
-        file_offset: m.file_offset,
-        skipped: m.skipped,
-        source: m.source.clone(),
+/// The probe-table entry of probe `id`.
+pub fn table_entry(id: u32, p: &Point) -> Probe {
+    match p {
+        Point::Function(m) => Probe {
+            id,
+            name: m.name.clone(),
+            symbol: m.symbol.clone(),
+            binary: m.display_binary.clone(),
+            build_id: m.build_id.clone(),
+            address: m.address,
+            size: m.size,
+            file_offset: m.file_offset,
+            skipped: m.skipped,
+            source: m.source.clone(),
+            kind: match m.language {
+                Language::Go => ProbeKind::Go,
+                _ => ProbeKind::Function,
+            },
+        },
+        Point::Usdt(u) => Probe {
+            id,
+            name: p.name(),
+            symbol: String::new(),
+            binary: u.display_binary.clone(),
+            build_id: u.build_id.clone(),
+            address: u.address,
+            size: 0,
+            file_offset: u.file_offset,
+            skipped: 0,
+            source: None,
+            kind: ProbeKind::Usdt {
+                args: u.args_spec.clone(),
+            },
+        },
     }
+}
+
+/// How the `usdt` program reads a probe's arguments.
+pub fn usdt_spec(u: &UsdtProbe) -> tracer_abi::UsdtSpec {
+    use symbolizer::UsdtLocation as L;
+    use tracer_abi::{usdt_arg, UsdtArg};
+    let mut spec = tracer_abi::UsdtSpec::default();
+    for (slot, a) in spec.args.iter_mut().zip(&u.args) {
+        *slot = match &a.location {
+            L::Register { offset, .. } => UsdtArg {
+                kind: usdt_arg::REGISTER,
+                size: a.size,
+                reg: *offset,
+                ..Default::default()
+            },
+            L::Memory {
+                offset,
+                displacement,
+                ..
+            } => UsdtArg {
+                kind: usdt_arg::MEMORY,
+                size: a.size,
+                reg: *offset,
+                value: *displacement,
+                ..Default::default()
+            },
+            L::Static {
+                address, addend, ..
+            } => UsdtArg {
+                // The probe's saved %rip is its own address (uprobes set it so for
+                // handlers), so the symbol is at that plus its distance from the probe.
+                kind: usdt_arg::MEMORY,
+                size: a.size,
+                reg: symbolizer::PT_REGS_IP,
+                value: address.wrapping_add(*addend as u64).wrapping_sub(u.address) as i64,
+                ..Default::default()
+            },
+            L::Indexed {
+                base,
+                index,
+                scale,
+                displacement,
+            } => UsdtArg {
+                kind: usdt_arg::INDEXED,
+                size: a.size,
+                scale: *scale,
+                reg: *base,
+                index: *index,
+                value: *displacement,
+                ..Default::default()
+            },
+            L::Constant(v) => UsdtArg {
+                kind: usdt_arg::CONSTANT,
+                size: a.size,
+                value: *v,
+                ..Default::default()
+            },
+        };
+        spec.nargs += 1;
+    }
+    spec
+}
+
+/// Refuses, in counting mode, what the kernel's counters cannot hold: Go functions (their
+/// calls pair by goroutine, not by thread) and USDT probes (hits with arguments).
+pub fn countable(resolved: &[Resolved]) -> Result<()> {
+    for r in resolved {
+        match &r.point {
+            Point::Function(f) if f.language == Language::Go => bail!(
+                "{} is a Go function, which `tracer stat` cannot time (its calls pair by goroutine); use `tracer record`",
+                f.name
+            ),
+            Point::Usdt(u) => bail!(
+                "{}:{} is a USDT probe, which `tracer stat` does not count; use `tracer record`",
+                u.provider,
+                u.name
+            ),
+            Point::Function(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// `tracer probes`: prints the functions of a process or file that match `pattern`.
@@ -166,12 +338,31 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
         (None, Some(p)) => symbolizer::Target::Path(p),
         _ => bail!("give either --pid PID or --path FILE"),
     };
-    let found = symbolizer::list(&target, pattern).map_err(|e| anyhow!("{e}"))?;
-    let mut out = std::io::stdout().lock();
     use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Some(rest) = pattern.and_then(|p| p.strip_prefix("usdt:")) {
+        let found = symbolizer::list_usdt(&target, Some(rest)).map_err(|e| anyhow!("{e}"))?;
+        for u in &found {
+            let semaphore = if u.semaphore != 0 { " semaphore" } else { "" };
+            writeln!(
+                out,
+                "usdt:{}:{}:{}  addr={:#x} args=\"{}\"{semaphore}",
+                u.display_binary, u.provider, u.name, u.address, u.args_spec
+            )?;
+            if let Some(why) = &u.unsupported {
+                writeln!(out, "    cannot be traced: {why}")?;
+            }
+        }
+        return Ok(());
+    }
+    let found = symbolizer::list(&target, pattern).map_err(|e| anyhow!("{e}"))?;
     for m in &found {
         let placement = if m.skipped > 0 {
-            format!(" (+{} past endbr64)", m.skipped)
+            let past = match m.language {
+                Language::Go => "the stack check",
+                _ => "endbr64",
+            };
+            format!(" (+{} past {past})", m.skipped)
         } else {
             String::new()
         };

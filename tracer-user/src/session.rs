@@ -78,6 +78,9 @@ impl Session {
             });
         }
         let mut resolved = probes::resolve_all(&opts.uprobes, &roots, opts.allow_multiple)?;
+        if opts.stat.is_some() {
+            probes::countable(&resolved)?;
+        }
         let watch = match &opts.trigger {
             Some(t) => Some(Watch::new(t, &resolved)?),
             None => None,

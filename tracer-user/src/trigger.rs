@@ -35,14 +35,22 @@ impl Trigger {
     }
 }
 
+/// Who makes a call: a thread, or for Go a goroutine (it may change threads).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Caller {
+    Thread(u32),
+    Goroutine(u64),
+}
+
 /// Times the calls of the function a trigger watches.
 pub struct Watch {
     func: u32,
     name: String,
     min_ns: u64,
     pub after: Duration,
-    /// Entry times of calls under way, per thread (a stack: calls may nest).
-    open: HashMap<u32, Vec<u64>>,
+    /// Entry times of calls under way, per thread, or per goroutine for Go (a stack: calls
+    /// may nest).
+    open: HashMap<Caller, Vec<u64>>,
     /// The first call that took long enough: (thread, ns).
     fired: Option<(u32, u64)>,
 }
@@ -50,8 +58,8 @@ pub struct Watch {
 impl Watch {
     /// Watches `t`'s function among the `resolved` probes (probe ids are their index + 1).
     pub fn new(t: &Trigger, resolved: &[Resolved]) -> Result<Watch> {
-        let names: Vec<&str> = resolved.iter().map(|r| r.func.name.as_str()).collect();
-        let Some(i) = names.iter().position(|&n| n == t.func) else {
+        let names: Vec<String> = resolved.iter().map(|r| r.point.name()).collect();
+        let Some(i) = names.iter().position(|n| *n == t.func) else {
             bail!(
                 "--trigger: `{}` is not a probed function (probed: {})",
                 t.func,
@@ -71,23 +79,33 @@ impl Watch {
     /// One drained record.
     pub fn see(&mut self, ts: u64, tid: u32, event: &Event) {
         match *event {
-            Event::FuncEntry { func } if func == self.func => {
-                self.open.entry(tid).or_default().push(ts);
-            }
+            Event::FuncEntry { func } if func == self.func => self.entry(Caller::Thread(tid), ts),
+            Event::GoEntry { func, g } if func == self.func => self.entry(Caller::Goroutine(g), ts),
             Event::FuncExit { func, .. } if func == self.func => {
-                let Some(entry) = self.open.get_mut(&tid).and_then(Vec::pop) else {
-                    return;
-                };
-                let ns = ts.saturating_sub(entry);
-                if ns >= self.min_ns && self.fired.is_none() {
-                    self.fired = Some((tid, ns));
-                }
+                self.exit(Caller::Thread(tid), tid, ts)
+            }
+            Event::GoExit { func, g, .. } if func == self.func => {
+                self.exit(Caller::Goroutine(g), tid, ts)
             }
             Event::Exit { .. } => {
                 // A thread that exits inside a call never returns from it.
-                self.open.remove(&tid);
+                self.open.remove(&Caller::Thread(tid));
             }
             _ => {}
+        }
+    }
+
+    fn entry(&mut self, who: Caller, ts: u64) {
+        self.open.entry(who).or_default().push(ts);
+    }
+
+    fn exit(&mut self, who: Caller, tid: u32, ts: u64) {
+        let Some(entry) = self.open.get_mut(&who).and_then(Vec::pop) else {
+            return;
+        };
+        let ns = ts.saturating_sub(entry);
+        if ns >= self.min_ns && self.fired.is_none() {
+            self.fired = Some((tid, ns));
         }
     }
 

@@ -55,11 +55,27 @@ fn open(id: u64, pid: u32, inherit: bool) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// This recorder's uprobe events, by (binary, offset, return): their tracepoint ids.
+/// Where a uprobe goes.
+pub struct Point<'a> {
+    /// The file (through the target's root).
+    pub binary: &'a Path,
+    /// Its offset in the file.
+    pub offset: u64,
+    /// A return probe.
+    pub ret: bool,
+    /// A USDT semaphore's file offset: the kernel raises it while the probe is attached.
+    pub ref_ctr: Option<u64>,
+}
+
+/// An event's definition: (binary, offset, return, semaphore).
+type EventKey = (PathBuf, u64, bool, Option<u64>);
+
+/// This recorder's uprobe events, by (binary, offset, return, semaphore): their
+/// tracepoint ids.
 pub struct Events {
     tracefs: PathBuf,
     group: String,
-    ids: HashMap<(PathBuf, u64, bool), (String, u64)>,
+    ids: HashMap<EventKey, (String, u64)>,
     /// Events whose program is linked: it runs for every process an event of it is open
     /// for, so it is linked once.
     linked: std::collections::HashSet<u64>,
@@ -77,10 +93,10 @@ impl Events {
         }
     }
 
-    /// The tracepoint id of the event at `offset` of `binary` (a return probe when
-    /// `ret`), created on first use.
-    fn id(&mut self, binary: &Path, offset: u64, ret: bool) -> Result<u64> {
-        let key = (binary.to_path_buf(), offset, ret);
+    /// The tracepoint id of the event at `at`, created on first use.
+    fn id(&mut self, at: &Point) -> Result<u64> {
+        let (binary, offset, ret) = (at.binary, at.offset, at.ret);
+        let key = (binary.to_path_buf(), offset, ret, at.ref_ctr);
         if let Some((_, id)) = self.ids.get(&key) {
             return Ok(*id);
         }
@@ -95,7 +111,8 @@ impl Events {
             })?;
         let name = format!("e{}", self.ids.len());
         let kind = if ret { 'r' } else { 'p' };
-        let def = format!("{kind}:{}/{name} {path}:{offset:#x}\n", self.group);
+        let ref_ctr = at.ref_ctr.map(|r| format!("({r:#x})")).unwrap_or_default();
+        let def = format!("{kind}:{}/{name} {path}:{offset:#x}{ref_ctr}\n", self.group);
         self.write(&def)
             .with_context(|| format!("defining a uprobe at {path}+{offset:#x}"))?;
         let id_file = self
@@ -120,8 +137,7 @@ impl Events {
             .write_all(line.as_bytes())
     }
 
-    /// Attaches program `prog` at `offset` of `binary` (a return probe when `ret`), for
-    /// process `pid` and, with `inherit`, every process and thread it creates from now
+    /// Attaches program `prog` at `at`, for process `pid` and, with `inherit`, every process and thread it creates from now
     /// on; `cookie` is what `bpf_get_attach_cookie` returns in the program.
     ///
     /// An event's programs are the kernel's for the event, not per perf event: they run for
@@ -131,18 +147,16 @@ impl Events {
     /// through an inherited one, it would be unlinked from the event when the first process
     /// that inherited the perf event exits: the kernel hands the program to the copy and
     /// detaches it when the copy is freed.
-    #[allow(clippy::too_many_arguments)]
     pub fn attach(
         &mut self,
         prog: BorrowedFd<'_>,
-        binary: &Path,
-        offset: u64,
-        ret: bool,
+        at: &Point,
         pid: u32,
         inherit: bool,
         cookie: u64,
     ) -> Result<Link> {
-        let id = self.id(binary, offset, ret)?;
+        let (binary, offset) = (at.binary, at.offset);
+        let id = self.id(at)?;
         let place = || {
             format!(
                 "the uprobe at {}+{offset:#x} for process {pid}",

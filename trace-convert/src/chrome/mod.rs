@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use trace_merge::report::require_content;
 use trace_merge::sysclass;
 use trace_merge::timeline::{
-    Item, LinkKind, SpanEnd, StateInterval, SyscallSpan, ThreadRef, ThreadState, Timeline,
+    Item, LinkKind, Mark, Span, SpanEnd, StateInterval, SyscallSpan, ThreadRef, ThreadState,
+    Timeline,
 };
 
 use crate::error::{Error, Result};
@@ -162,6 +163,23 @@ pub fn tid(host: u32, tid: u32) -> u64 {
 pub fn state_tid(host: u32, t: u32) -> u64 {
     STATE_TRACK | tid(host, t)
 }
+
+/// Track id of a process's `n`th goroutine (Go calls are drawn per goroutine).
+pub fn goroutine_tid(host: u32, n: u64) -> u64 {
+    GOROUTINE_TRACK | (host as u64) << 22 | n
+}
+
+const GOROUTINE_TRACK: u64 = 1 << 31;
+
+/// The keys of a USDT mark's arguments.
+const USDT_ARGS: [&str; tracer_abi::MAX_USDT_ARGS] = [
+    ",\"arg0\":",
+    ",\"arg1\":",
+    ",\"arg2\":",
+    ",\"arg3\":",
+    ",\"arg4\":",
+    ",\"arg5\":",
+];
 
 /// Process id of a host's CPU tracks (the track of CPU n is tid n).
 pub fn cpus_pid(host: u32) -> u64 {
@@ -322,6 +340,8 @@ struct Writer<W: Write> {
     tracks: Vec<ThreadTrack>,
     /// Who runs on each CPU since when, as far as the records tell.
     on_cpu: HashMap<u32, (ThreadRef, u64)>,
+    /// Tracks of goroutines, by (host, tgid, goroutine): their index in the process.
+    goroutines: HashMap<(u32, u32, u64), u64>,
     functions: u64,
     syscalls: u64,
     states: u64,
@@ -341,6 +361,7 @@ impl<W: Write> Writer<W> {
             funcs: HashMap::new(),
             cpus: BTreeSet::new(),
             on_cpu: HashMap::new(),
+            goroutines: HashMap::new(),
             tracks: Vec::new(),
             functions: 0,
             syscalls: 0,
@@ -384,6 +405,12 @@ impl<W: Write> Writer<W> {
             Item::SyscallEntry(e) => self.track(e.thread).sys_open = Some((e.time, e.nr)),
             Item::OnCpu { thread, time, cpu } => self.on_cpu(tl, thread, time, cpu)?,
             Item::State(s) => self.state(tl, &s)?,
+            // A goroutine's calls go to its own track, as complete slices.
+            Item::FuncEntry {
+                goroutine: Some(_), ..
+            } => {}
+            Item::Func(s) if s.goroutine.is_some() => self.goroutine_call(tl, &s)?,
+            Item::Mark(m) => self.mark(tl, &m)?,
             Item::FuncEntry {
                 thread, time, func, ..
             } => {
@@ -582,6 +609,60 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// A Go call, as a complete slice on its goroutine's track.
+    fn goroutine_call(&mut self, tl: &Timeline, s: &Span) -> std::io::Result<()> {
+        let Some((begin, end)) = self.clip(s.begin, s.end) else {
+            return Ok(());
+        };
+        let m = tl.thread(s.thread);
+        let host = tl.merger().sources()[m.source as usize].node;
+        let key = (host, m.tgid, s.goroutine.unwrap_or(0));
+        let next = self.goroutines.len() as u64;
+        let track = goroutine_tid(host, *self.goroutines.entry(key).or_insert(next));
+        let name = func_name(&mut self.funcs, tl, m.source, s.func);
+        let how = match s.end > self.window.1 {
+            true => "window ended",
+            false => end_name(s.end_kind),
+        };
+        let out = self.out.next()?;
+        Json(out)
+            .head("X", "function", pid(host, m.tgid), track, begin)
+            .t(k!("dur"), end - begin)
+            .raw(k!("name"))
+            .raw(name)
+            .raw(k!("args"))
+            .q(first!("end"), how)
+            .n(k!("thread"), m.tid as u64);
+        if let Some(ret) = s.ret {
+            Json(out).i(k!("return"), ret as i64);
+        }
+        out.extend_from_slice(b"}}");
+        self.functions += 1;
+        Ok(())
+    }
+
+    /// A USDT probe: an instant on its thread's track, with its arguments.
+    fn mark(&mut self, tl: &Timeline, mk: &Mark) -> std::io::Result<()> {
+        if !(self.window.0..self.window.1).contains(&mk.time) {
+            return Ok(());
+        }
+        let (_, p, t) = Self::ids(tl, mk.thread);
+        let name = func_name(&mut self.funcs, tl, tl.thread(mk.thread).source, mk.probe);
+        let out = self.out.next()?;
+        Json(out)
+            .head("i", "usdt", p, t, mk.time)
+            .q(k!("s"), "t")
+            .raw(k!("name"))
+            .raw(name)
+            .raw(k!("args"))
+            .n(first!("probe"), mk.probe as u64);
+        for (i, &a) in mk.args.iter().take(mk.nargs as usize).enumerate() {
+            Json(out).i(USDT_ARGS[i], a as i64);
+        }
+        out.extend_from_slice(b"}}");
+        Ok(())
+    }
+
     /// `end`: (time, how the call ended).
     fn end_call(
         &mut self,
@@ -684,6 +765,17 @@ impl<W: Write> Writer<W> {
             let state_name = format!("{name} state");
             self.meta(p, Some(st), "thread_name", &Str(&state_name).to_string())?;
             self.meta(p, Some(st), "thread_sort_index", &(order + 1).to_string())?;
+        }
+        let mut goroutines: Vec<_> = self.goroutines.iter().map(|(&k, &n)| (n, k)).collect();
+        goroutines.sort_unstable();
+        for (n, (host, tgid, g)) in goroutines {
+            let name = format!("\"goroutine {g:#x}\"");
+            self.meta(
+                pid(host, tgid),
+                Some(goroutine_tid(host, n)),
+                "thread_name",
+                &name,
+            )?;
         }
         let hosts: BTreeSet<u32> = self.cpus.iter().map(|&(h, _)| h).collect();
         for host in hosts {

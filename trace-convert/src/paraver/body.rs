@@ -206,6 +206,7 @@ impl BodyWriter {
                 time,
                 cpu,
                 func,
+                ..
             } => {
                 let base = self.func_base[tl.thread(thread).source as usize];
                 self.event(
@@ -220,6 +221,14 @@ impl BodyWriter {
                 // A function the trace ends inside just goes on to the end.
                 if s.end_kind != SpanEnd::TraceEnded {
                     self.event(s.thread, s.end, s.cpu, EV_FUNCTION, 0);
+                }
+            }
+            Item::Mark(mk) => {
+                let base = self.func_base[tl.thread(mk.thread).source as usize];
+                let (th, t, c) = (mk.thread, mk.time, Some(mk.cpu));
+                self.event(th, t, c, EV_USDT, base as i64 + mk.probe as i64);
+                for (i, &a) in mk.args.iter().take(mk.nargs as usize).enumerate() {
+                    self.event(th, t, c, EV_USDT_ARG + i as u32, a as i64);
                 }
             }
             Item::SyscallEntry(e) => {

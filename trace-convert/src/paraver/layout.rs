@@ -129,6 +129,25 @@ pub(super) fn write_pcf(f: &mut impl Write, tl: &Timeline) -> std::io::Result<()
         }
     }
 
+    let usdt = |p: &&trace_file::Probe| matches!(p.kind, trace_file::ProbeKind::Usdt { .. });
+    if tl
+        .merger()
+        .sources()
+        .iter()
+        .any(|s| s.probes.iter().any(|p| usdt(&p)))
+    {
+        writeln!(f, "\n\nEVENT_TYPE\n0    {EV_USDT}    USDT probe\nVALUES")?;
+        for (s, base) in tl.merger().sources().iter().zip(func_bases(tl)) {
+            for p in s.probes.iter().filter(usdt) {
+                writeln!(f, "{}      {}", base as u64 + p.id as u64, clean(&p.name))?;
+            }
+        }
+        writeln!(f, "\n\nEVENT_TYPE")?;
+        for i in 0..tracer_abi::MAX_USDT_ARGS as u32 {
+            writeln!(f, "0    {}    USDT argument {i}", EV_USDT_ARG + i)?;
+        }
+    }
+
     writeln!(
         f,
         "\n\nEVENT_TYPE\n9    {EV_SYSCALL}    System call\nVALUES"

@@ -50,6 +50,10 @@ pub const EV_SOCKET_OP: u32 = 40_000_004;
 pub const EV_CONNECTION: u32 = 40_000_005;
 /// Connection id given by an accept (at its exit).
 pub const EV_ACCEPTED: u32 = 40_000_006;
+/// A USDT probe fired (value = its id, labelled like functions' in the .pcf).
+pub const EV_USDT: u32 = 60_000_100;
+/// Its arguments: this type for the first, the next ones for the others.
+pub const EV_USDT_ARG: u32 = 60_000_101;
 /// CPU (global, from 1) a thread starts running on.
 pub const EV_CPU: u32 = 40_000_033;
 

@@ -1,4 +1,6 @@
-//! Calls of probed functions: entries push a thread's stack, exits pop it.
+//! Calls of probed functions: entries push a thread's stack, exits pop it; Go calls
+//! push and pop their goroutine's, since a goroutine may resume on another thread. USDT
+//! probes are marks on the thread they fire in.
 
 use super::*;
 
@@ -13,6 +15,7 @@ impl Timeline {
             time: t,
             cpu: m.cpu,
             func,
+            goroutine: None,
         });
     }
 
@@ -38,6 +41,7 @@ impl Timeline {
                         ret: None,
                         end_kind: SpanEnd::Unwound,
                         cpu: Some(m.cpu),
+                        goroutine: None,
                     }));
                 }
                 let (f, b) = th.stack.pop().unwrap_or_default();
@@ -50,6 +54,101 @@ impl Timeline {
                     ret: Some(ret),
                     end_kind: SpanEnd::Returned,
                     cpu: Some(m.cpu),
+                    goroutine: None,
+                }));
+            }
+        }
+    }
+
+    /// A Go call: on its goroutine's stack, with the thread that entered it.
+    pub(super) fn go_entry(&mut self, m: &Merged, func: u32, g: u64) {
+        let t = m.time;
+        let r = self.acting(m);
+        let stack = self.goroutines.entry((m.ident, g)).or_default();
+        stack.push(GoCall {
+            func,
+            begin: t,
+            thread: r,
+        });
+        self.out.push(Item::FuncEntry {
+            thread: r,
+            time: t,
+            cpu: m.cpu,
+            func,
+            goroutine: Some(g),
+        });
+    }
+
+    /// A Go return closes its goroutine's innermost open call of the function, shown on
+    /// the thread that entered it.
+    pub(super) fn go_exit(&mut self, m: &Merged, func: u32, ret: u64, g: u64) {
+        let t = m.time;
+        self.acting(m);
+        let Some(stack) = self.goroutines.get_mut(&(m.ident, g)) else {
+            self.stats.orphan_func_exits += 1;
+            return;
+        };
+        let Some(i) = stack.iter().rposition(|c| c.func == func) else {
+            self.stats.orphan_func_exits += 1;
+            return;
+        };
+        while let Some(c) = stack.pop() {
+            let depth = stack.len() as u32;
+            let returned = stack.len() == i;
+            self.out.push(Item::Func(Span {
+                thread: c.thread,
+                func: c.func,
+                begin: c.begin,
+                end: t,
+                depth,
+                ret: returned.then_some(ret),
+                end_kind: if returned {
+                    SpanEnd::Returned
+                } else {
+                    SpanEnd::Unwound
+                },
+                cpu: Some(m.cpu),
+                goroutine: Some(g),
+            }));
+            if returned {
+                break;
+            }
+        }
+        if stack.is_empty() {
+            self.goroutines.remove(&(m.ident, g));
+        }
+    }
+
+    /// A USDT probe fired.
+    pub(super) fn usdt(&mut self, m: &Merged, probe: u32, nargs: u8, args: [u64; 6]) {
+        let r = self.acting(m);
+        self.out.push(Item::Mark(Mark {
+            thread: r,
+            time: m.time,
+            cpu: m.cpu,
+            probe,
+            nargs,
+            args,
+        }));
+    }
+
+    /// Ends every open Go call at the trace's end.
+    pub(super) fn close_goroutines(&mut self, t: u64) {
+        let mut open: Vec<((u32, u64), Vec<GoCall>)> = self.goroutines.drain().collect();
+        // In a stable order: the map's is not.
+        open.sort_unstable_by_key(|(k, _)| *k);
+        for ((_, g), mut stack) in open {
+            while let Some(c) = stack.pop() {
+                self.out.push(Item::Func(Span {
+                    thread: c.thread,
+                    func: c.func,
+                    begin: c.begin,
+                    end: t,
+                    depth: stack.len() as u32,
+                    ret: None,
+                    end_kind: SpanEnd::TraceEnded,
+                    cpu: None,
+                    goroutine: Some(g),
                 }));
             }
         }
@@ -73,6 +172,7 @@ impl Timeline {
                 ret: None,
                 end_kind: kind,
                 cpu,
+                goroutine: None,
             }));
         }
         // Give the allocation back, so a thread's stack is allocated once.

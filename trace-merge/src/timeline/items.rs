@@ -118,6 +118,27 @@ pub struct Span {
     pub end_kind: SpanEnd,
     /// Global CPU at the end, when the thread was running.
     pub cpu: Option<u32>,
+    /// For a Go function, the goroutine that made the call. It is paired by goroutine and
+    /// shown on the thread that entered it, though the goroutine may have moved to other
+    /// threads since (Go's scheduler is not the kernel's).
+    pub goroutine: Option<u64>,
+}
+
+/// A USDT probe that fired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// The thread it fired in.
+    pub thread: ThreadRef,
+    /// When, ns of merge time.
+    pub time: u64,
+    /// The global CPU.
+    pub cpu: u32,
+    /// Probe-table id (of the thread's source file).
+    pub probe: u32,
+    /// How many of `args` it has.
+    pub nargs: u8,
+    /// Its arguments, as its note describes them.
+    pub args: [u64; tracer_abi::MAX_USDT_ARGS],
 }
 
 /// A system call starting, with what is known at entry.
@@ -239,6 +260,8 @@ pub enum Item {
         cpu: u32,
         /// Probe-table id.
         func: u32,
+        /// For a Go function, the goroutine: see [`Span::goroutine`].
+        goroutine: Option<u64>,
     },
     /// A call of a probed function has ended.
     Func(Span),
@@ -248,6 +271,8 @@ pub enum Item {
     Syscall(SyscallSpan),
     /// A wakeup or hand-off has been received.
     Link(Link),
+    /// A USDT probe fired.
+    Mark(Mark),
 }
 
 /// What is known about a thread.

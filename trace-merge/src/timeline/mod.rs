@@ -76,6 +76,15 @@ struct Rt {
     wake: Option<Pending>,
 }
 
+/// A Go call under way, on its goroutine's stack.
+#[derive(Clone, Copy)]
+struct GoCall {
+    func: u32,
+    begin: u64,
+    /// The thread that entered it.
+    thread: ThreadRef,
+}
+
 #[derive(Clone, Copy)]
 struct FdEntry {
     socket: bool,
@@ -95,6 +104,8 @@ pub struct Timeline {
     fds: FastMap<u64, FdEntry>,
     /// Accepted connections no other thread has operated on yet.
     handoffs: FastMap<u32, Pending>,
+    /// Go calls under way, by (file identity, goroutine).
+    goroutines: FastMap<(u32, u64), Vec<GoCall>>,
     next_conn: u32,
     /// Items of the current record (or of the start or the end): `out[taken..]` are
     /// still to be returned. A plain vector, emptied when all are taken, keeps the
@@ -123,6 +134,7 @@ impl Timeline {
             by_tgid: FastMap::default(),
             fds: FastMap::default(),
             handoffs: FastMap::default(),
+            goroutines: FastMap::default(),
             next_conn: 1,
             out: Vec::new(),
             taken: 0,
@@ -305,12 +317,16 @@ impl Timeline {
                 self.threads[r as usize].name = comm.as_str().into_owned();
             }
             Event::Exec { comm } => self.exec(m, comm),
+            Event::Usdt { probe, nargs, args } => self.usdt(m, probe, nargs, args),
+            Event::GoEntry { func, g } => self.go_entry(m, func, g),
+            Event::GoExit { func, ret, g } => self.go_exit(m, func, ret, g),
         }
     }
 
     fn finish(&mut self) {
         let starts = self.merger.sources().iter().map(|s| s.start);
         let end = starts.fold(self.merger.end_time().max(self.now), u64::max);
+        self.close_goroutines(end);
         for r in 0..self.rt.len() as ThreadRef {
             self.close_all(r, end, None, SpanEnd::TraceEnded);
             let th = &mut self.rt[r as usize];

@@ -105,6 +105,8 @@ pub(super) struct Pass {
     pub(super) open_conns: FastMap<u32, OpenConn>,
     /// Connections in service per process.
     pub(super) in_service: Vec<u32>,
+    /// Go calls under way, by (file, goroutine).
+    goroutines: FastMap<(u32, u64), Vec<Frame>>,
 }
 
 impl trace_merge::Consumer for Pass {
@@ -121,9 +123,18 @@ impl trace_merge::Consumer for Pass {
             Item::State(s) => p.state(&s),
             Item::OnCpu { thread, time, cpu } => p.on_cpu(thread, time, cpu),
             Item::FuncEntry {
+                goroutine: Some(g),
+                thread,
+                time,
+                func,
+                ..
+            } => p.go_entry(thread, time, func, g),
+            Item::Func(span) if span.goroutine.is_some() => p.go_func(&span),
+            Item::FuncEntry {
                 thread, time, func, ..
             } => p.func_entry(thread, time, func),
             Item::Func(span) => p.func(&span),
+            Item::Mark(m) => p.mark(m.thread, m.time, m.probe),
             Item::SyscallEntry(_) => {}
             Item::Syscall(s) => p.syscall(&s),
             Item::Link(l) => {
@@ -153,6 +164,7 @@ impl Pass {
             edge_slots: FastMap::default(),
             edge_meta: Vec::new(),
             open_conns: FastMap::default(),
+            goroutines: FastMap::default(),
             in_service: Vec::new(),
         };
         p.total.conns.resize_with(sources, ConnAcc::default);
@@ -352,6 +364,78 @@ impl Pass {
         let edge = parent.map(|p| self.edge_slot(p, slot));
         self.each(span.end, |a| {
             let f = at(&mut a.funcs, slot);
+            f.calls += 1;
+            f.neg += neg as u64;
+            f.nonzero += nonzero as u64;
+            f.unfinished += unfinished as u64;
+            f.hist.record(dur);
+            f.inclusive += inclusive;
+            f.self_ns += self_ns;
+            at(&mut a.threads, r as u32).function_calls += 1;
+            if let Some(e) = edge {
+                let e = at(&mut a.edges, e);
+                e.calls += 1;
+                e.total += dur;
+                e.max = e.max.max(dur);
+            }
+        });
+    }
+
+    /// A USDT probe fired: a hit of its row.
+    fn mark(&mut self, r: u32, time: u64, probe: u32) {
+        let slot = self.func_slot(self.rt[r as usize].source, probe);
+        self.each(time, |a| {
+            let f = at(&mut a.funcs, slot);
+            f.point = true;
+            f.calls += 1;
+        });
+    }
+
+    /// A Go call: on its goroutine's stack, with no thread-state split.
+    fn go_entry(&mut self, r: u32, time: u64, func: u32, g: u64) {
+        let source = self.rt[r as usize].source;
+        let slot = self.func_slot(source, func);
+        let stack = self.goroutines.entry((source, g)).or_default();
+        let outer = !stack.iter().any(|f| f.slot == slot);
+        stack.push(Frame {
+            slot,
+            begin: time,
+            at: [0; SPLIT],
+            child_ns: 0,
+            outer,
+        });
+    }
+
+    /// A Go call ended: its inclusive and self time, and its caller in the goroutine.
+    fn go_func(&mut self, span: &Span) {
+        let r = span.thread as usize;
+        let key = (self.rt[r].source, span.goroutine.unwrap_or(0));
+        let Some(stack) = self.goroutines.get_mut(&key) else {
+            return;
+        };
+        stack.truncate(span.depth as usize + 1);
+        let Some(fr) = stack.pop() else {
+            return;
+        };
+        let dur = span.end.saturating_sub(fr.begin);
+        let self_ns = dur.saturating_sub(fr.child_ns);
+        let parent = stack.last_mut().map(|p| {
+            p.child_ns += dur;
+            p.slot
+        });
+        if stack.is_empty() {
+            self.goroutines.remove(&key);
+        }
+        let (neg, nonzero, unfinished) = match span.ret {
+            Some(v) => ((v as i64) < 0, v != 0, false),
+            None => (false, false, true),
+        };
+        let slot = fr.slot;
+        let inclusive = if fr.outer { dur } else { 0 };
+        let edge = parent.map(|p| self.edge_slot(p, slot));
+        self.each(span.end, |a| {
+            let f = at(&mut a.funcs, slot);
+            f.go = true;
             f.calls += 1;
             f.neg += neg as u64;
             f.nonzero += nonzero as u64;

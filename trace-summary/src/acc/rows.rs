@@ -65,6 +65,8 @@ pub(super) fn func_stats(
         max_ns: h.max(),
         session_pct: pct(a.inclusive, duration),
         syscalls,
+        goroutine: a.go,
+        point: a.point,
         flags: Vec::new(),
         hist: h.clone(),
     };

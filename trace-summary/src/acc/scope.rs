@@ -57,10 +57,16 @@ pub(super) struct FuncAcc {
     pub(super) split: [u64; SPLIT],
     pub(super) hist: Histogram,
     pub(super) inner: Vec<InnerAcc>,
+    /// A Go function: calls paired by goroutine, no thread-state split.
+    pub(super) go: bool,
+    /// A USDT probe: hits, no durations.
+    pub(super) point: bool,
 }
 
 impl FuncAcc {
     pub(super) fn merge(&mut self, o: &FuncAcc) {
+        self.go |= o.go;
+        self.point |= o.point;
         self.calls += o.calls;
         self.neg += o.neg;
         self.nonzero += o.nonzero;

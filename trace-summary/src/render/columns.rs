@@ -80,6 +80,15 @@ fn function_table(v: &[FunctionStats]) -> Table {
     ]);
     for f in v {
         let inside = f.running_ns + f.ready_ns + f.blocked_ns + f.io_ns;
+        if f.point {
+            // A USDT probe's hits: no time to show.
+            let mut row = vec![Cell::Text(f.name.clone()), Cell::Int(f.calls)];
+            row.resize(t.cols.len() - 2, Cell::Missing);
+            row.push(Cell::Flags(f.flags.clone()));
+            row.push(Cell::Text(f.source.clone().unwrap_or_default()));
+            t.rows.push(row);
+            continue;
+        }
         t.rows.push(vec![
             Cell::Text(f.name.clone()),
             Cell::Int(f.calls),
@@ -92,15 +101,24 @@ fn function_table(v: &[FunctionStats]) -> Table {
             Cell::Ns(f.p99_ns),
             Cell::Ns(f.max_ns),
             Cell::Pct(f.session_pct),
-            Cell::Share(f.running_ns, inside),
-            Cell::Share(f.ready_ns, inside),
-            Cell::Share(f.blocked_ns, inside),
-            Cell::Share(f.io_ns, inside),
+            split(f.goroutine, f.running_ns, inside),
+            split(f.goroutine, f.ready_ns, inside),
+            split(f.goroutine, f.blocked_ns, inside),
+            split(f.goroutine, f.io_ns, inside),
             Cell::Flags(f.flags.clone()),
             Cell::Text(f.source.clone().unwrap_or_default()),
         ]);
     }
     t
+}
+
+/// A share of a function's thread-state split: not measured for Go functions.
+fn split(goroutine: bool, part: u64, whole: u64) -> Cell {
+    if goroutine {
+        Cell::Missing
+    } else {
+        Cell::Share(part, whole)
+    }
 }
 
 fn thread_table(v: &[ThreadStats]) -> Table {

@@ -23,6 +23,8 @@ use serde_json::Value;
 pub struct CheckReport {
     /// Slices per category (`B`/`E` pairs and `X`).
     pub slices: HashMap<String, u64>,
+    /// Instant events, by category.
+    pub instants: HashMap<String, u64>,
     /// Complete flows, per category.
     pub flows: HashMap<String, u64>,
     /// Named tracks.
@@ -90,9 +92,13 @@ pub fn check_value(doc: &Value) -> Result<CheckReport, Vec<String>> {
             errors.push(format!("event {i}: no ts >= 0: {e}"));
             continue;
         };
-        if !matches!(ph, "B" | "E" | "X" | "s" | "f") {
+        if !matches!(ph, "B" | "E" | "X" | "s" | "f" | "i") {
             errors.push(format!("event {i}: unexpected phase {ph:?}"));
             continue;
+        }
+        // An instant's scope: global, process or thread (the format's "s").
+        if ph == "i" && !matches!(e.get("s").and_then(Value::as_str), Some("g" | "p" | "t")) {
+            errors.push(format!("event {i}: instant without a scope g, p or t: {e}"));
         }
         if ph == "X"
             && !e
@@ -134,6 +140,7 @@ pub fn check_value(doc: &Value) -> Result<CheckReport, Vec<String>> {
                     )),
                     None => errors.push(format!("event {i}: track {track:?}: E without B")),
                 },
+                "i" => *report.instants.entry(cat).or_default() += 1,
                 "X" => {
                     let dur = e["dur"].as_f64().unwrap_or(0.0);
                     slices.push(Slice {

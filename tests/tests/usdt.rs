@@ -1,0 +1,83 @@
+//! USDT probes: arguments read as each probe's note describes them (registers, stack
+//! memory, constants, an indexed array element, a global through its symbol), a probe
+//! behind a semaphore, checked against the values the fixture passes. Needs root.
+
+use std::process::Command;
+
+use trace_file::Event;
+use tracer_tests::*;
+
+/// `usdt 5 40` fires every probe 40 times; the recorded arguments are the program's.
+#[test]
+fn usdt_arguments_are_the_programs_values() {
+    let _serial = serial();
+    let bin = build_usdt_fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("u.trace");
+    let run = Command::new(tracer_bin())
+        .args(["record", "--quiet", "-u", "usdt:fix:*", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&bin)
+        .args(["5", "40"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+
+    let t = read_trace(&out);
+    assert_eq!(t.lost, 0);
+    let ids = probe_ids(&out);
+    let hits = |name: &str| -> Vec<Vec<i64>> {
+        let id = ids[&format!("fix:{name}")];
+        (t.records.iter())
+            .filter_map(|r| match r.event {
+                Event::Usdt { probe, nargs, args } if probe == id => {
+                    Some(args[..nargs as usize].iter().map(|&a| a as i64).collect())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let same = |name: &str, want: &[i64]| {
+        let h = hits(name);
+        assert_eq!(h.len(), 40, "fix:{name} hits");
+        assert!(h.iter().all(|a| a == want), "fix:{name}: {:?}", h[0]);
+    };
+    let big = 5i64 << 33;
+    same("zero", &[]);
+    same("one", &[5]);
+    same("two", &[5, 5]);
+    same("three", &[5, -5, big]);
+    same("guarded", &[5]);
+    let four = hits("four");
+    let arr = four[0][2];
+    assert!(arr > 0x1000, "arr is a stack address: {arr:#x}");
+    same("four", &[15, big - 1, arr, 5]);
+    same("five", &[2, 5, 5, 5, big]);
+    same("six", &[5, 6, 7, 8, arr, -1]);
+    // The global, read through its symbol, counts up by n each round.
+    let global: Vec<i64> = hits("global").iter().map(|a| a[0]).collect();
+    assert_eq!(global, (0..40).map(|i| i * 5).collect::<Vec<_>>());
+}
+
+/// `tracer probes 'usdt:...'` lists the probes with their argument specs and semaphores,
+/// like `bpftrace -l`.
+#[test]
+fn usdt_probes_are_listed() {
+    let bin = build_usdt_fixture();
+    let out = tracer_ok(&[
+        "probes".as_ref(),
+        "--path".as_ref(),
+        bin.as_os_str(),
+        "usdt:fix:g*".as_ref(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].contains(":fix:global ") && lines[0].contains("global_counter(%rip)"));
+    assert!(lines[1].contains(":fix:guarded ") && lines[1].ends_with(" semaphore"));
+}
