@@ -3,6 +3,7 @@
 mod bench;
 mod build;
 mod demo;
+mod fuzz;
 mod setup;
 mod test;
 
@@ -36,6 +37,8 @@ enum Task {
         #[arg(long)]
         only: Option<String>,
     },
+    /// Run the fuzz targets of fuzz/ (cargo-fuzz, pinned nightly) and report what they found.
+    Fuzz(fuzz::Args),
 }
 
 fn main() {
@@ -46,6 +49,7 @@ fn main() {
         Task::Test { args } => test::run(&args),
         Task::Demo => demo::run(),
         Task::Bench { only } => bench::run(only.as_deref()),
+        Task::Fuzz(args) => fuzz::run(&args),
     };
     if let Err(e) = result {
         eprintln!("xtask: error: {e:#}");
