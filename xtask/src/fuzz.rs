@@ -30,6 +30,10 @@ pub struct Args {
     /// Add what the run finds to the committed corpus (fuzz/corpus/NAME).
     #[arg(long)]
     grow: bool,
+    /// cargo-fuzz's sanitizer: address (the default), or none for about twice the
+    /// executions where the code under test has no unsafe code of its own.
+    #[arg(long, default_value = "address")]
+    sanitizer: String,
     /// Regenerate the generated seed files first (trace-file's `fuzz_seeds` example); alone,
     /// do only that.
     #[arg(long)]
@@ -88,7 +92,7 @@ pub fn run(args: &Args) -> Result<()> {
         c.current_dir(&ws)
             .env("PATH", &path)
             .arg(format!("+{NIGHTLY}"))
-            .args(["fuzz", sub, "--fuzz-dir"])
+            .args(["fuzz", sub, "--sanitizer", &args.sanitizer, "--fuzz-dir"])
             .arg(&fuzz_dir);
         c
     };
