@@ -33,9 +33,10 @@ pub const MAX_CHUNK: u32 = 64 << 20;
 /// page boundary on. Pages are at least this large on every filesystem we run on.
 const ZERO_PAGE: u64 = 4096;
 
-/// The most a reader reserves for a payload before its bytes have arrived, so a length
-/// field (checked or not) cannot make it allocate more than the file holds. Real chunks
-/// are smaller, so they are still read into one exact allocation.
+/// The most a reader reserves for a payload before its bytes have arrived: beyond it the
+/// payload grows as bytes arrive, so a length field (checked or not) cannot make a short
+/// file cost more memory than this. Real chunks are smaller, so they are still read into
+/// one allocation of their exact size.
 const PREALLOC_MAX: usize = 1 << 20;
 
 /// How much the scanning paths (damage, zero tails) read from the input at a time.

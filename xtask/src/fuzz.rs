@@ -30,8 +30,8 @@ pub struct Args {
     /// Add what the run finds to the committed corpus (fuzz/corpus/NAME).
     #[arg(long)]
     grow: bool,
-    /// cargo-fuzz's sanitizer: address (the default), or none for about twice the
-    /// executions where the code under test has no unsafe code of its own.
+    /// cargo-fuzz's sanitizer: address (the default), or none, which runs several times
+    /// as many inputs and suffices where the code under test has no unsafe code.
     #[arg(long, default_value = "address")]
     sanitizer: String,
     /// Regenerate the generated seed files first (trace-file's `fuzz_seeds` example); alone,
