@@ -322,6 +322,25 @@ fn zeros_from_a_page_boundary_inside_the_last_chunk_are_a_torn_tail() {
 }
 
 #[test]
+fn zeros_from_a_page_boundary_over_the_last_two_chunks_are_a_torn_tail() {
+    // A crash can lose several pages, so the zeros can start in the chunk before the last.
+    let (mut bytes, last, _) = big_last_chunk();
+    let next = bytes.len() as u64;
+    let mut w = Writer::new(Vec::new()).unwrap();
+    w.chunk(ChunkKind::Events, &events(0, 3000, 9)).unwrap();
+    bytes.extend_from_slice(&w.into_inner()[12..]);
+    let orig = read(&bytes, false).unwrap();
+    let page = (next - 100) / 4096 * 4096;
+    assert!(page > last + 20);
+    bytes[page as usize..].fill(0);
+    for salvage in [false, true] {
+        let o = read(&bytes, salvage).unwrap();
+        assert_eq!(o.chunks, orig.chunks[..orig.chunks.len() - 2]);
+        assert_eq!(o.end, Some(End::Torn { offset: last }));
+    }
+}
+
+#[test]
 fn zeros_from_a_page_boundary_inside_the_last_header_are_a_torn_tail() {
     // Pad the first chunk so the second (and last) chunk's header straddles a page.
     let mut w = Writer::new(Vec::new()).unwrap();
