@@ -526,7 +526,8 @@ impl<R: Read> Reader<R> {
     }
 
     /// Scans from the cursor for the next chunk whose header checks, after damage found
-    /// at `region_start` (a chunk boundary; everything between it and the cursor is zero).
+    /// at `region_start`, a chunk boundary at or before the cursor (bytes between them were
+    /// consumed looking for a zero tail and hold no chunk).
     /// Returns true with the cursor on that header, the region recorded as skipped, or
     /// false when the file ended first (having set how it ended).
     fn resync(&mut self, region_start: u64) -> Result<bool> {
