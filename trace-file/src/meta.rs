@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 /// The first chunk of every trace.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct TraceHeader {
+    /// Version of the tracer that recorded the file.
     pub tracer_version: String,
+    /// The recording machine's host name.
     pub hostname: String,
     /// `uname -r`.
     pub kernel: String,
@@ -34,9 +36,11 @@ pub struct TraceHeader {
 /// A traced process.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProcessInfo {
+    /// Its process id.
     pub tgid: u32,
     /// /proc/PID/exe as the process sees it.
     pub exe: String,
+    /// Its command line, from /proc/PID/cmdline.
     pub cmdline: Vec<String>,
     /// True when the recorder started it (`tracer record -- CMD`).
     pub launched: bool,
@@ -45,8 +49,11 @@ pub struct ProcessInfo {
 /// A thread that existed when recording started (later ones arrive as `NewTask` records).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ThreadInfo {
+    /// Its process id.
     pub tgid: u32,
+    /// Its thread id.
     pub tid: u32,
+    /// Its name (comm) at start.
     pub name: String,
     /// The state letter of /proc/PID/task/TID/stat at start (R, S, D, ...).
     pub state: char,
@@ -109,6 +116,7 @@ impl ProbeKind {
 pub struct LostCounts {
     /// CLOCK_MONOTONIC when read.
     pub at_ns: u64,
+    /// Records dropped for a full ring buffer, by CPU.
     pub per_cpu: Vec<u64>,
     /// Threads the kernel filter had no room for (their events are missing).
     pub threads_not_traced: u64,
@@ -127,6 +135,7 @@ pub struct Trailer {
     pub reason: String,
     /// Records written, by kind name.
     pub records: std::collections::BTreeMap<String, u64>,
+    /// Records lost in all, as the last [`LostCounts`] sums them.
     pub lost: u64,
 }
 
@@ -134,10 +143,15 @@ pub struct Trailer {
 /// `end_ns`, aggregated in the kernel. Windows of one file add up to the whole run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct StatWindow {
+    /// CLOCK_MONOTONIC at the window's start.
     pub start_ns: u64,
+    /// CLOCK_MONOTONIC at its end (the next window's start).
     pub end_ns: u64,
+    /// Probed functions called in the window.
     pub functions: Vec<FuncWindow>,
+    /// Threads seen in the window.
     pub threads: Vec<ThreadWindow>,
+    /// System calls made in the window, by number.
     pub syscalls: Vec<SysWindow>,
     /// Updates the kernel's aggregation maps had no room for (cumulative over the file).
     pub dropped: u64,
@@ -148,10 +162,13 @@ pub struct StatWindow {
 pub struct FuncWindow {
     /// Probe-table id.
     pub id: u32,
+    /// Calls that returned in the window.
     pub calls: u64,
     /// Calls that returned a negative value.
     pub errors: u64,
+    /// Time spent in those calls, callees included.
     pub total_ns: u64,
+    /// Their durations, in log2 buckets of nanoseconds.
     pub hist: Vec<u64>,
 }
 
@@ -161,23 +178,36 @@ pub const WAIT_HIST_SHIFT: u32 = 10;
 /// A thread in one window: time in each state and scheduler counts.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ThreadWindow {
+    /// Its process id.
     pub tgid: u32,
+    /// Its thread id.
     pub tid: u32,
+    /// Its name.
     pub name: String,
+    /// Time on a CPU.
     pub running_ns: u64,
+    /// Time runnable, waiting for a CPU.
     pub ready_ns: u64,
+    /// Time asleep (interruptible).
     pub blocked_ns: u64,
+    /// Time in uninterruptible sleep (mostly I/O).
     pub io_ns: u64,
+    /// Switches away while going to sleep.
     pub voluntary: u64,
+    /// Switches away while still runnable (preemptions).
     pub involuntary: u64,
+    /// Wakeups of other threads it made.
     pub wakeups_sent: u64,
+    /// Wakeups it received.
     pub wakeups_received: u64,
+    /// Times it moved to another CPU.
     pub migrations: u64,
     /// Waits for a CPU that ended in the window, by length: `wait_hist[i]` counts waits of `[2^(i + WAIT_HIST_SHIFT),
     /// 2^(i + WAIT_HIST_SHIFT + 1))` ns, the first also shorter ones, the last also longer
     /// ones (empty in files of earlier versions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wait_hist: Vec<u64>,
+    /// System calls it made.
     pub syscalls: u64,
     /// Time inside system calls (absent from files of tracers before it was counted).
     #[serde(default)]
@@ -187,9 +217,13 @@ pub struct ThreadWindow {
 /// A system call number in one window.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SysWindow {
+    /// System call number (x86_64).
     pub nr: u32,
+    /// Calls that returned in the window.
     pub calls: u64,
+    /// Calls that returned an error.
     pub errors: u64,
+    /// Time spent in those calls.
     pub total_ns: u64,
     /// Sum of positive results (bytes, for calls that move bytes).
     pub positive_sum: u64,

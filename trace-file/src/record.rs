@@ -19,6 +19,7 @@ use crate::{Error, Result};
 pub struct Comm(pub [u8; 16]);
 
 impl Comm {
+    /// A name from a string, cut to the 15 bytes the kernel keeps.
     pub fn from_str_lossy(s: &str) -> Comm {
         let mut c = [0u8; 16];
         let n = s.len().min(15);
@@ -26,6 +27,7 @@ impl Comm {
         Comm(c)
     }
 
+    /// The name up to its first NUL, invalid UTF-8 replaced.
     pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
         let end = self.0.iter().position(|&b| b == 0).unwrap_or(16);
         String::from_utf8_lossy(&self.0[..end])
@@ -42,43 +44,100 @@ impl std::fmt::Debug for Comm {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// Entry of probed function `func` (an id of the probe table).
-    FuncEntry { func: u32 },
+    FuncEntry {
+        /// Probe-table id.
+        func: u32,
+    },
     /// Return of probed function `func` with the raw return register.
-    FuncExit { func: u32, ret: u64 },
+    FuncExit {
+        /// Probe-table id.
+        func: u32,
+        /// The return register, as the kernel read it.
+        ret: u64,
+    },
     /// System call `nr` started; `arg0` is the fd for I/O calls, `arg2` the size asked.
-    SysEnter { nr: u32, arg0: u64, arg2: u64 },
+    SysEnter {
+        /// System call number (x86_64).
+        nr: u32,
+        /// First argument.
+        arg0: u64,
+        /// Third argument.
+        arg2: u64,
+    },
     /// System call `nr` returned `ret` (bytes, new fd, or `-errno`).
-    SysExit { nr: u32, ret: i64 },
+    SysExit {
+        /// System call number (x86_64).
+        nr: u32,
+        /// The result.
+        ret: i64,
+    },
     /// The record's thread left the CPU in `prev_state`; `next_tid` took it (0 = idle).
-    Switch { next_tid: u32, prev_state: u32 },
+    Switch {
+        /// The thread that took the CPU (0 = idle).
+        next_tid: u32,
+        /// The leaving thread's state (sched_switch's `prev_state`).
+        prev_state: u32,
+    },
     /// The record's thread woke `wakee` onto `target_cpu`; `new` for a new thread's first.
     Wakeup {
+        /// The thread woken.
         wakee: u32,
+        /// The CPU it was woken onto.
         target_cpu: u32,
+        /// Whether this is a new thread's first wakeup (`wakeup_new`).
         new: bool,
     },
     /// The record's thread created `child_tid` in process `child_tgid`.
     NewTask {
+        /// The new thread.
         child_tid: u32,
+        /// The new thread's process.
         child_tgid: u32,
+        /// The new thread's name.
         comm: Comm,
     },
     /// The record's thread exited; `group_dead` when its process has no thread left.
-    Exit { tgid: u32, group_dead: bool },
+    Exit {
+        /// The exiting thread's process.
+        tgid: u32,
+        /// Whether it was the process's last thread.
+        group_dead: bool,
+    },
     /// The record's thread was renamed.
-    Rename { comm: Comm },
+    Rename {
+        /// The new name.
+        comm: Comm,
+    },
     /// The record's thread executed a new program, now called `comm`.
-    Exec { comm: Comm },
-    /// USDT probe `probe` (a probe-table id) fired with its first `nargs` arguments.
+    Exec {
+        /// The new program's name.
+        comm: Comm,
+    },
+    /// USDT probe `probe` fired with its first `nargs` arguments.
     Usdt {
+        /// Probe-table id.
         probe: u32,
+        /// How many of `args` the probe has.
         nargs: u8,
+        /// Its arguments, as its note describes them.
         args: [u64; tracer_abi::MAX_USDT_ARGS],
     },
-    /// Entry of Go function `func` by goroutine `g`.
-    GoEntry { func: u32, g: u64 },
-    /// Return of Go function `func` by goroutine `g`, with its first result register.
-    GoExit { func: u32, ret: u64, g: u64 },
+    /// Entry of a Go function by a goroutine.
+    GoEntry {
+        /// Probe-table id.
+        func: u32,
+        /// The goroutine (its `g` pointer).
+        g: u64,
+    },
+    /// Return of a Go function by a goroutine.
+    GoExit {
+        /// Probe-table id.
+        func: u32,
+        /// The first result register (RAX).
+        ret: u64,
+        /// The goroutine (its `g` pointer).
+        g: u64,
+    },
 }
 
 /// One event with its time, thread and CPU.
@@ -86,8 +145,11 @@ pub enum Event {
 pub struct Record {
     /// CLOCK_MONOTONIC nanoseconds.
     pub ts: u64,
+    /// The thread the event belongs to (0 for the idle task and interrupts).
     pub tid: u32,
+    /// The CPU whose stream it came from.
     pub cpu: u32,
+    /// What happened.
     pub event: Event,
 }
 
@@ -239,6 +301,7 @@ pub struct EventChunkEncoder {
 }
 
 impl EventChunkEncoder {
+    /// An empty chunk for the records of `cpu`.
     pub fn new(cpu: u32) -> Self {
         EventChunkEncoder {
             cpu,
@@ -249,14 +312,17 @@ impl EventChunkEncoder {
         }
     }
 
+    /// The CPU whose records this chunk holds.
     pub fn cpu(&self) -> u32 {
         self.cpu
     }
 
+    /// Records pushed since the last [`Self::finish`].
     pub fn len(&self) -> u32 {
         self.count
     }
 
+    /// Whether nothing was pushed since the last [`Self::finish`].
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -266,6 +332,7 @@ impl EventChunkEncoder {
         self.body.len()
     }
 
+    /// Appends one record; `ts` may be a little earlier than the previous one.
     pub fn push(&mut self, ts: u64, tid: u32, event: &Event) {
         if self.count == 0 {
             self.base_ts = ts;
@@ -380,9 +447,18 @@ impl<'a> EventChunkDecoder<'a> {
             .ok_or_else(|| d.corrupt("short event chunk header"))?;
         d.prev_ts = u64::from_le_bytes(ts.try_into().unwrap());
         d.pos += 8;
+        // Callers size buffers by `remaining()`: a count the bytes cannot hold is damage.
+        let room = (d.buf.len() - d.pos) / MIN_RECORD_BYTES;
+        if d.remaining as usize > room {
+            return Err(d.corrupt(&format!(
+                "{} records announced, room for at most {room}",
+                d.remaining
+            )));
+        }
         Ok(d)
     }
 
+    /// The CPU whose records these are.
     pub fn cpu(&self) -> u32 {
         self.cpu
     }
@@ -565,6 +641,26 @@ impl Iterator for EventChunkDecoder<'_> {
         }
         Some(r)
     }
+}
+
+/// The fewest bytes any record takes: kind, time delta, tid and one field byte.
+const MIN_RECORD_BYTES: usize = 4;
+
+/// Reads an Events payload's CPU and first timestamp without checking the rest, to say
+/// what a damaged chunk probably held.
+pub(crate) fn peek_prefix(payload: &[u8]) -> Option<(u32, u64)> {
+    let mut d = EventChunkDecoder {
+        buf: payload,
+        pos: 0,
+        cpu: 0,
+        remaining: 0,
+        prev_ts: 0,
+        offset: 0,
+    };
+    let cpu = d.u32().ok()?;
+    d.u32().ok()?;
+    let ts = payload.get(d.pos..d.pos.checked_add(8)?)?;
+    Some((cpu, u64::from_le_bytes(ts.try_into().ok()?)))
 }
 
 fn put_u64(b: &mut Vec<u8>, mut v: u64) {
@@ -800,6 +896,25 @@ mod tests {
         }
         let n = enc.finish().len();
         assert!(n <= 1000 * 10, "{n} bytes for 1000 records");
+    }
+
+    #[test]
+    fn a_count_the_payload_cannot_hold_is_an_error() {
+        let mut enc = EventChunkEncoder::new(2);
+        enc.push(10, 1, &Event::FuncEntry { func: 1 });
+        let good = enc.finish();
+        assert_eq!(EventChunkDecoder::new(&good, 0).unwrap().remaining(), 1);
+        // cpu 2, count u32::MAX, base_ts: nothing after it.
+        let mut bad = vec![2, 0xff, 0xff, 0xff, 0xff, 0x0f];
+        bad.extend_from_slice(&10u64.to_le_bytes());
+        bad.extend_from_slice(&good[10..]);
+        let e = EventChunkDecoder::new(&bad, 77).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "corrupt chunk at byte 77: event record: 4294967295 records announced, room for at most 1"
+        );
+        assert_eq!(peek_prefix(&bad), Some((2, 10)));
+        assert_eq!(peek_prefix(&bad[..13]), None);
     }
 
     #[test]

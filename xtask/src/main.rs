@@ -3,6 +3,7 @@
 mod bench;
 mod build;
 mod demo;
+mod fuzz;
 mod golden;
 mod setup;
 mod test;
@@ -46,6 +47,8 @@ enum Task {
         #[arg(default_value_t = 2_000_000)]
         records: u64,
     },
+    /// Run the fuzz targets of fuzz/ (cargo-fuzz, pinned nightly) and report what they found.
+    Fuzz(fuzz::Args),
 }
 
 fn main() {
@@ -57,6 +60,7 @@ fn main() {
         Task::Demo => demo::run(),
         Task::Bench { only } => bench::run(only.as_deref()),
         Task::Golden { dir, records } => golden::run(&dir, records),
+        Task::Fuzz(args) => fuzz::run(&args),
     };
     if let Err(e) = result {
         eprintln!("xtask: error: {e:#}");

@@ -134,7 +134,7 @@ fn nightly_sysroot() -> Result<PathBuf> {
     Ok(sysroot)
 }
 
-fn install_nightly() -> Result<()> {
+pub fn install_nightly() -> Result<()> {
     if nightly_sysroot().is_ok() {
         return Ok(());
     }
