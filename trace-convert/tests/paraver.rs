@@ -239,6 +239,7 @@ fn late_chunk_beyond_window_is_counted_not_dropped() {
     let merge = MergeOptions {
         window_ns: 100_000,
         jitter_ns: 0,
+        ..Default::default()
     };
     let r = convert_to(dir.path(), &b, &merge, &Tuning::default());
     assert_eq!(r.input.records_in, 402);

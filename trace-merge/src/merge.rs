@@ -29,8 +29,8 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use trace_file::{
-    Chunk, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, Reader, ThreadInfo,
-    TraceHeader, Trailer,
+    Chunk, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, ReadOptions,
+    Reader, ThreadInfo, TraceHeader, Trailer,
 };
 
 use crate::error::{Error, Result};
@@ -45,6 +45,9 @@ pub struct MergeOptions {
     /// How far back (ns) a CPU's next chunk may start before the end of its previous one
     /// (nested eBPF programs stamp times out of order by a few microseconds).
     pub jitter_ns: u64,
+    /// Read past damage: chunks that do not check are stepped over and listed in
+    /// [`Source::damage`] instead of ending the read with an error.
+    pub salvage: bool,
 }
 
 impl Default for MergeOptions {
@@ -52,6 +55,49 @@ impl Default for MergeOptions {
         MergeOptions {
             window_ns: 1_000_000_000,
             jitter_ns: 1_000_000,
+            salvage: false,
+        }
+    }
+}
+
+/// A damaged region of an input stepped over by a salvaging read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// File offset where it starts.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Chunks it held, as far as the reader can tell (at least 1).
+    pub chunks: u64,
+    /// The chunk's kind, when the region is one chunk whose header checked.
+    pub kind: Option<ChunkKind>,
+    /// For an Events chunk: its CPU (global index) and the records' time range as far as
+    /// the file tells, in merge time: from its first record (as the damaged payload's prefix
+    /// says) to the first record of the next chunk of that CPU.
+    pub cpu: Option<u32>,
+    /// Start of the missing records, merge time.
+    pub from_ns: Option<u64>,
+    /// End of the missing records, merge time (the next chunk of the CPU begins there).
+    pub until_ns: Option<u64>,
+}
+
+impl std::fmt::Display for Damage {
+    /// `4096 bytes at byte 81920 (Events of CPU 1, records from 1.234567890 s to 1.3 s)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes at byte {}", self.bytes, self.offset)?;
+        let s = |ns: u64| format!("{}.{:09} s", ns / 1_000_000_000, ns % 1_000_000_000);
+        match (self.kind, self.cpu) {
+            (Some(ChunkKind::Events), Some(cpu)) => {
+                write!(f, " (Events of CPU {cpu}")?;
+                match (self.from_ns, self.until_ns) {
+                    (Some(a), Some(b)) => write!(f, ", records from {} to {}", s(a), s(b))?,
+                    (Some(a), None) => write!(f, ", records from {} on", s(a))?,
+                    _ => {}
+                }
+                write!(f, ")")
+            }
+            (Some(kind), _) => write!(f, " (a {kind:?} chunk)"),
+            (None, _) => write!(f, " ({} chunks or more)", self.chunks),
         }
     }
 }
@@ -79,6 +125,8 @@ pub struct Source {
     pub trailer: Option<Trailer>,
     /// Byte offset of a torn last chunk, when the file ends inside one.
     pub truncated_at: Option<u64>,
+    /// Regions stepped over by a salvaging read ([`MergeOptions::salvage`]), in file order.
+    pub damage: Vec<Damage>,
     /// Index of this file's host in [`Merger::nodes`].
     pub node: u32,
     /// The source that stands for this file's threads and processes: the earliest file
@@ -186,6 +234,8 @@ struct Input {
     max_read: u64,
     /// Cursors of this file are `cursor_base..cursor_base + cpus`.
     cursor_base: usize,
+    /// How many of the reader's skipped regions are in [`Source::damage`] already.
+    skips_seen: usize,
 }
 
 /// The merged stream of records of one or several trace files, in time order.
@@ -225,7 +275,7 @@ impl Merger {
         let mut sources = Vec::with_capacity(paths.len());
         let mut inputs = Vec::with_capacity(paths.len());
         for path in paths {
-            let (source, input) = open_one(path)?;
+            let (source, input) = open_one(path, opts.salvage)?;
             sources.push(source);
             inputs.push(input);
         }
@@ -283,6 +333,10 @@ impl Merger {
                 what: "clock offset out of range".into(),
             })?;
             s.start = s.to_merge_time(s.header.start_ns);
+        }
+        // Regions stepped over while reading the metadata, now that times can be placed.
+        for (s, inp) in sources.iter_mut().zip(&mut inputs) {
+            take_skips(s, inp);
         }
 
         let mut cursors = Vec::new();
@@ -450,6 +504,7 @@ impl Merger {
     fn read_chunk(&mut self, i: usize) -> Result<()> {
         let next = self.inputs[i].reader.next_chunk();
         let chunk = next.map_err(|e| trace_err(&self.sources[i].path, e))?;
+        take_skips(&mut self.sources[i], &mut self.inputs[i]);
         match chunk {
             None => {
                 self.inputs[i].eof = true;
@@ -457,11 +512,37 @@ impl Merger {
                 Ok(())
             }
             Some(c) if c.kind == ChunkKind::Events => self.load_events(i, &c),
-            Some(c) => absorb_meta(&mut self.sources[i], &c),
+            Some(c) => absorb_meta(&mut self.sources[i], &c, self.opts.salvage),
         }
     }
 
     fn load_events(&mut self, i: usize, chunk: &Chunk) -> Result<()> {
+        match self.try_load_events(i, chunk) {
+            Err(Error::Trace { .. }) if self.opts.salvage => {
+                // The chunk checked but does not decode: a writer's fault, or damage the
+                // checksum missed. Its records go with it.
+                let cpu = EventChunkDecoder::new(&chunk.payload, chunk.offset)
+                    .ok()
+                    .map(|d| d.cpu());
+                let src = &mut self.sources[i];
+                src.damage.push(Damage {
+                    offset: chunk.offset,
+                    bytes: chunk.payload.len() as u64,
+                    chunks: 1,
+                    kind: Some(ChunkKind::Events),
+                    cpu: cpu
+                        .filter(|&c| c < src.header.cpus)
+                        .map(|c| c + src.cpu_base),
+                    from_ns: None,
+                    until_ns: None,
+                });
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    fn try_load_events(&mut self, i: usize, chunk: &Chunk) -> Result<()> {
         let src = &self.sources[i];
         let dec = EventChunkDecoder::new(&chunk.payload, chunk.offset)
             .map_err(|e| trace_err(&src.path, e))?;
@@ -485,7 +566,13 @@ impl Merger {
         let before = cur.buf.len();
         let mut max = cur.frontier.unwrap_or(0);
         for r in dec {
-            let r = r.map_err(|e| trace_err(&src.path, e))?;
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    cur.buf.truncate(before);
+                    return Err(trace_err(&src.path, e));
+                }
+            };
             let time = src.to_merge_time(r.ts);
             max = max.max(time);
             cur.buf.push(Rec {
@@ -497,6 +584,14 @@ impl Merger {
         let added = cur.buf.len() - before;
         if added == 0 {
             return Ok(());
+        }
+        // A damaged Events chunk of this CPU before this one ends where this one begins.
+        let global_cpu = src.cpu_base + cpu;
+        let first = cur.buf[before].time;
+        for d in self.sources[i].damage.iter_mut().rev() {
+            if d.cpu == Some(global_cpu) && d.until_ns.is_none() && d.offset < chunk.offset {
+                d.until_ns = Some(first);
+            }
         }
         cur.frontier = Some(max);
         // Kernel order is time order except for small steps back; a stable sort keeps
@@ -541,10 +636,30 @@ fn head_cursor(key: u128) -> u32 {
     key as u32
 }
 
-fn open_one(path: &Path) -> Result<(Source, Input)> {
+/// Moves the regions the reader stepped over since the last call into `source.damage`.
+fn take_skips(source: &mut Source, input: &mut Input) {
+    let skipped = input.reader.skipped();
+    for k in &skipped[input.skips_seen.min(skipped.len())..] {
+        let cpu = k.cpu.filter(|&c| c < source.header.cpus);
+        source.damage.push(Damage {
+            offset: k.offset,
+            bytes: k.bytes,
+            chunks: k.chunks,
+            kind: k.kind,
+            cpu: cpu.map(|c| c + source.cpu_base),
+            from_ns: k.first_ts.map(|t| source.to_merge_time(t)),
+            until_ns: None,
+        });
+    }
+    input.skips_seen = skipped.len();
+    source.damage.sort_by_key(|d| d.offset);
+}
+
+fn open_one(path: &Path, salvage: bool) -> Result<(Source, Input)> {
     let file = File::open(path).map_err(|e| trace_err(path, e.into()))?;
-    let mut reader =
-        Reader::new(BufReader::with_capacity(1 << 20, file)).map_err(|e| trace_err(path, e))?;
+    let opts = ReadOptions { salvage };
+    let mut reader = Reader::with_options(BufReader::with_capacity(1 << 20, file), opts)
+        .map_err(|e| trace_err(path, e))?;
     let first = reader.next_chunk().map_err(|e| trace_err(path, e))?;
     let header: TraceHeader = match first {
         Some(c) if c.kind == ChunkKind::Header => c.meta().map_err(|e| trace_err(path, e))?,
@@ -578,6 +693,7 @@ fn open_one(path: &Path) -> Result<(Source, Input)> {
         skipped: 0,
         trailer: None,
         truncated_at: None,
+        damage: Vec::new(),
         node: 0,
         identity: 0,
         cpu_base: 0,
@@ -599,7 +715,7 @@ fn open_one(path: &Path) -> Result<(Source, Input)> {
                 stashed = Some(c);
                 break;
             }
-            Some(c) => absorb_meta(&mut source, &c)?,
+            Some(c) => absorb_meta(&mut source, &c, salvage)?,
         }
     }
     Ok((
@@ -610,6 +726,7 @@ fn open_one(path: &Path) -> Result<(Source, Input)> {
             eof,
             max_read: 0,
             cursor_base: 0,
+            skips_seen: 0,
         },
     ))
 }
@@ -617,7 +734,26 @@ fn open_one(path: &Path) -> Result<(Source, Input)> {
 /// The largest CPU count a header may claim (the recorder's own limit, `tracer_abi::MAX_CPUS`).
 const MAX_CPUS: u32 = 4096;
 
-fn absorb_meta(s: &mut Source, c: &Chunk) -> Result<()> {
+fn absorb_meta(s: &mut Source, c: &Chunk, salvage: bool) -> Result<()> {
+    match read_meta(s, c) {
+        // Metadata that checked but does not decode: with salvage, the chunk is skipped.
+        Err(Error::Trace { .. }) if salvage => {
+            s.damage.push(Damage {
+                offset: c.offset,
+                bytes: c.payload.len() as u64,
+                chunks: 1,
+                kind: Some(c.kind),
+                cpu: None,
+                from_ns: None,
+                until_ns: None,
+            });
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+fn read_meta(s: &mut Source, c: &Chunk) -> Result<()> {
     let bad = |e| trace_err(&s.path, e);
     match c.kind {
         ChunkKind::Process => s.processes.push(c.meta().map_err(bad)?),

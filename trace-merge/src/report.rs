@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::merge::Damage;
 use crate::timeline::Timeline;
 
 /// What part of the trace a converter writes.
@@ -77,6 +78,8 @@ pub struct InputReport {
     pub threads_not_traced: u64,
     /// Inputs that end inside a chunk, with the byte offset of the torn chunk.
     pub truncated: Vec<(PathBuf, u64)>,
+    /// Damaged regions a salvaging read stepped over, per input.
+    pub damage: Vec<(PathBuf, Damage)>,
     /// Inputs without a trailer (recorder did not stop cleanly).
     pub without_trailer: Vec<PathBuf>,
     /// Function exits without a matching entry (ignored).
@@ -100,6 +103,9 @@ impl InputReport {
             truncated: (m.sources().iter())
                 .filter_map(|s| s.truncated_at.map(|o| (s.path.clone(), o)))
                 .collect(),
+            damage: (m.sources().iter())
+                .flat_map(|s| s.damage.iter().map(|d| (s.path.clone(), d.clone())))
+                .collect(),
             without_trailer: (m.sources().iter())
                 .filter(|s| s.trailer.is_none())
                 .map(|s| s.path.clone())
@@ -121,6 +127,9 @@ impl std::fmt::Display for InputReport {
         )?;
         for (p, at) in &self.truncated {
             writeln!(f, "truncated: {} at byte {at}", p.display())?;
+        }
+        for (p, d) in &self.damage {
+            writeln!(f, "damaged, skipped (--salvage): {}: {d}", p.display())?;
         }
         for p in &self.without_trailer {
             writeln!(

@@ -436,3 +436,67 @@ fn go_calls_pair_by_goroutine_and_usdt_probes_are_marks() {
         .collect();
     assert_eq!(marks, [(201, 3, 2, -7, 42), (202, 3, 2, 1, 2)]);
 }
+
+/// A damaged Events chunk: an error naming it without salvage; with salvage, every other
+/// chunk's records, and the damage said with its CPU and the missing records' time range.
+#[test]
+fn salvage_steps_over_a_damaged_events_chunk_and_says_what_it_held() {
+    let mut b = random_scenario(7, 2, 4, 400);
+    b.chunk_records = 20;
+    let bytes = b.bytes();
+    // The third Events chunk, found with the reader.
+    let mut r = trace_file::Reader::new(&bytes[..]).unwrap();
+    let mut events = vec![];
+    while let Some(c) = r.next_chunk().unwrap() {
+        if c.kind == trace_file::ChunkKind::Events {
+            let dec = trace_file::EventChunkDecoder::new(&c.payload, c.offset).unwrap();
+            let cpu = dec.cpu();
+            let ts: Vec<u64> = dec.map(|r| r.unwrap().ts).collect();
+            events.push((c.offset, cpu, ts));
+        }
+    }
+    let (offset, cpu, ts) = events[2].clone();
+    let next_of_cpu = events[3..].iter().find(|e| e.1 == cpu).map(|e| e.2[0]);
+    let mut damaged = bytes.clone();
+    // Past the payload's prefix (cpu, count, first time), which the damage report reads.
+    damaged[offset as usize + trace_file::CHUNK_HEADER_LEN + 40] ^= 0x40;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("damaged.trace");
+    std::fs::write(&p, &damaged).unwrap();
+
+    let strict = Merger::open(std::slice::from_ref(&p), MergeOptions::default());
+    let e = match strict {
+        Ok(mut m) => loop {
+            match m.next_record() {
+                Err(e) => break e.to_string(),
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the damage was not noticed"),
+            }
+        },
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains(&format!("corrupt chunk at byte {offset}")),
+        "{e}"
+    );
+
+    let opts = MergeOptions {
+        salvage: true,
+        ..Default::default()
+    };
+    let mut m = Merger::open(std::slice::from_ref(&p), opts).unwrap();
+    let mut n = 0u64;
+    while m.next_record().unwrap().is_some() {
+        n += 1;
+    }
+    let all: usize = events.iter().map(|e| e.2.len()).sum();
+    assert_eq!(n as usize, all - ts.len());
+    let s = &m.sources()[0];
+    assert_eq!(s.damage.len(), 1, "{:?}", s.damage);
+    let d = &s.damage[0];
+    assert_eq!((d.offset, d.chunks, d.cpu), (offset, 1, Some(cpu)));
+    assert_eq!(d.from_ns, Some(s.to_merge_time(ts[0])));
+    assert_eq!(d.until_ns, next_of_cpu.map(|t| s.to_merge_time(t)));
+    let said = d.to_string();
+    assert!(said.contains(&format!("Events of CPU {cpu}")), "{said}");
+}

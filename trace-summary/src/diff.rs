@@ -215,6 +215,9 @@ struct DiffDoc<'a> {
     a: Vec<&'a str>,
     b: Vec<&'a str>,
     rows: &'a [DiffRow],
+    /// What each side's figures must be read with (losses, damage, truncation).
+    notes_a: &'a [String],
+    notes_b: &'a [String],
 }
 
 /// Version of the JSON document written by [`diff`].
@@ -238,6 +241,8 @@ pub fn diff(
             a: files(a),
             b: files(b),
             rows: &rows,
+            notes_a: &a.notes,
+            notes_b: &b.notes,
         };
         serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::from)?;
         writeln!(out)?;
@@ -288,6 +293,11 @@ pub fn diff(
             };
             writeln!(out, "A: {}\nB: {}\n", files(a), files(b))?;
             t.write_table(out)?;
+            for (side, s) in [("A", a), ("B", b)] {
+                for n in &s.notes {
+                    writeln!(out, "note ({side}): {n}")?;
+                }
+            }
         }
     }
     Ok(())

@@ -260,7 +260,7 @@ pub fn summarize_with(inputs: &[PathBuf], opts: &SummarizeOptions) -> Result<Sum
                 "cannot summarize trace files and stat files together".into(),
             ));
         }
-        return stat::summarize_stat(inputs);
+        return stat::summarize_stat(inputs, opts.merge.salvage);
     }
     acc::run(trace_merge::open(inputs, &opts.merge)?, opts)
 }
@@ -278,6 +278,59 @@ pub struct FileInfo {
     pub lost: u64,
     /// The file ends inside a chunk (recorder killed): the tail is missing.
     pub truncated: bool,
+    /// Damaged regions stepped over by a salvaging read (`--salvage`): their records are
+    /// missing from every figure. Empty for an undamaged file.
+    pub damaged: Vec<DamagedRegion>,
+}
+
+impl FileInfo {
+    /// The note a summary of a salvaged file carries.
+    pub(crate) fn damage_note(&self) -> Option<String> {
+        if self.damaged.is_empty() {
+            return None;
+        }
+        let bytes: u64 = self.damaged.iter().map(|d| d.bytes).sum();
+        Some(format!(
+            "{} is damaged and was salvaged: {} regions, {bytes} bytes skipped; what they held is missing from the figures",
+            self.path,
+            self.damaged.len()
+        ))
+    }
+}
+
+/// A damaged region of an input that a salvaging read stepped over.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DamagedRegion {
+    /// File offset where it starts.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Chunks it held, as far as the reader could tell.
+    pub chunks: u64,
+    /// The chunk's kind (`Events`, `Probes`...), when the region is one chunk whose header
+    /// checked.
+    pub kind: Option<String>,
+    /// For Events: the CPU whose records are missing.
+    pub cpu: Option<u32>,
+    /// For Events: the missing records' time range, ns since the trace's start, as far as
+    /// the file tells.
+    pub from_ns: Option<u64>,
+    /// End of that range.
+    pub until_ns: Option<u64>,
+}
+
+impl DamagedRegion {
+    pub(crate) fn of(d: &trace_merge::merge::Damage) -> DamagedRegion {
+        DamagedRegion {
+            offset: d.offset,
+            bytes: d.bytes,
+            chunks: d.chunks,
+            kind: d.kind.map(|k| format!("{k:?}")),
+            cpu: d.cpu,
+            from_ns: d.from_ns,
+            until_ns: d.until_ns,
+        }
+    }
 }
 
 /// A probed function's figures. Times are ns.

@@ -7,11 +7,11 @@
 use std::{collections::BTreeMap, fs::File, io::BufReader, path::PathBuf};
 
 use trace_file::meta::WAIT_HIST_SHIFT;
-use trace_file::{ChunkKind, Probe, Reader, StatWindow, ThreadInfo, TraceHeader};
+use trace_file::{ChunkKind, Probe, ReadOptions, Reader, StatWindow, ThreadInfo, TraceHeader};
 
 use crate::{
-    Error, FileInfo, FunctionStats, Histogram, Section, Summary, SyscallStats, ThreadStats, Window,
-    JSON_SCHEMA,
+    DamagedRegion, Error, FileInfo, FunctionStats, Histogram, Section, Summary, SyscallStats,
+    ThreadStats, Window, JSON_SCHEMA,
 };
 use trace_merge::sysclass;
 
@@ -23,6 +23,8 @@ struct StatFile {
     threads: Vec<ThreadInfo>,
     windows: Vec<StatWindow>,
     truncated: bool,
+    /// Regions a salvaging read stepped over.
+    damaged: Vec<DamagedRegion>,
 }
 
 /// True when `path` was written by `tracer stat` (its header says so).
@@ -45,9 +47,10 @@ fn trace_err(path: &std::path::Path, e: trace_file::Error) -> Error {
     })
 }
 
-fn read(path: &PathBuf) -> Result<StatFile, Error> {
+fn read(path: &PathBuf, salvage: bool) -> Result<StatFile, Error> {
     let file = File::open(path).map_err(|e| trace_err(path, e.into()))?;
-    let mut r = Reader::new(BufReader::new(file)).map_err(|e| trace_err(path, e))?;
+    let mut r = Reader::with_options(BufReader::new(file), ReadOptions { salvage })
+        .map_err(|e| trace_err(path, e))?;
     let mut f = StatFile {
         path: path.clone(),
         header: TraceHeader::default(),
@@ -55,26 +58,52 @@ fn read(path: &PathBuf) -> Result<StatFile, Error> {
         threads: vec![],
         windows: vec![],
         truncated: false,
+        damaged: vec![],
     };
     while let Some(c) = r.next_chunk().map_err(|e| trace_err(path, e))? {
         let meta_err = |e| trace_err(path, e);
-        match c.kind {
-            ChunkKind::Header => f.header = c.meta().map_err(meta_err)?,
-            ChunkKind::Probes => f.probes.extend(c.meta::<Vec<Probe>>().map_err(meta_err)?),
-            ChunkKind::Threads => f
-                .threads
-                .extend(c.meta::<Vec<ThreadInfo>>().map_err(meta_err)?),
-            ChunkKind::Window => f.windows.push(c.meta().map_err(meta_err)?),
-            _ => {}
+        let read = match c.kind {
+            ChunkKind::Header => c.meta().map(|h| f.header = h),
+            ChunkKind::Probes => c.meta::<Vec<Probe>>().map(|p| f.probes.extend(p)),
+            ChunkKind::Threads => c.meta::<Vec<ThreadInfo>>().map(|t| f.threads.extend(t)),
+            ChunkKind::Window => c.meta().map(|w| f.windows.push(w)),
+            _ => Ok(()),
+        };
+        match read {
+            // A chunk that checked but does not decode: skipped when salvaging.
+            Err(_) if salvage => f.damaged.push(DamagedRegion {
+                offset: c.offset,
+                bytes: c.payload.len() as u64,
+                chunks: 1,
+                kind: Some(format!("{:?}", c.kind)),
+                cpu: None,
+                from_ns: None,
+                until_ns: None,
+            }),
+            other => other.map_err(meta_err)?,
         }
     }
     f.truncated = r.truncated_at().is_some();
+    for k in r.skipped() {
+        f.damaged.push(DamagedRegion {
+            offset: k.offset,
+            bytes: k.bytes,
+            chunks: k.chunks,
+            kind: k.kind.map(|k| format!("{k:?}")),
+            cpu: k.cpu,
+            from_ns: None,
+            until_ns: None,
+        });
+    }
+    f.damaged.sort_by_key(|d| d.offset);
     Ok(f)
 }
 
 /// Summarizes counting-mode files. Per-window figures are the files' own windows.
-pub fn summarize_stat(inputs: &[PathBuf]) -> Result<Summary, Error> {
-    let files: Vec<StatFile> = inputs.iter().map(read).collect::<Result<_, _>>()?;
+pub fn summarize_stat(inputs: &[PathBuf], salvage: bool) -> Result<Summary, Error> {
+    let files: Vec<StatFile> = (inputs.iter())
+        .map(|p| read(p, salvage))
+        .collect::<Result<_, _>>()?;
     let start = files.iter().map(|f| f.header.start_ns).min().unwrap_or(0);
     let mut summary = Summary {
         schema: JSON_SCHEMA,
@@ -88,7 +117,9 @@ pub fn summarize_stat(inputs: &[PathBuf]) -> Result<Summary, Error> {
             start_ns: f.header.start_ns - start,
             lost: f.windows.last().map_or(0, |w| w.dropped),
             truncated: f.truncated,
+            damaged: f.damaged.clone(),
         });
+        summary.notes.extend(summary.files[i].damage_note());
         let mut one = Acc::default();
         for w in &f.windows {
             one.add(f, w);
@@ -111,7 +142,7 @@ pub fn summarize_stat(inputs: &[PathBuf]) -> Result<Summary, Error> {
         }
     }
     summary.total = total.section(None);
-    estimate_from_samples(inputs, &mut summary)?;
+    estimate_from_samples(inputs, salvage, &mut summary)?;
     summary.window_ns = files
         .iter()
         .flat_map(|f| f.windows.first())
@@ -291,8 +322,16 @@ fn finish_hist(h: &Histogram, s: &mut FunctionStats) {
 /// state split (running / ready / blocked / I/O) per call, scaled by the exact call count
 /// and time of the counters, estimates the split of all calls; such figures are flagged
 /// `estimated` and a note gives the sample sizes.
-fn estimate_from_samples(inputs: &[PathBuf], summary: &mut Summary) -> Result<(), Error> {
-    let timeline = trace_merge::open(inputs, &trace_merge::MergeOptions::default())?;
+fn estimate_from_samples(
+    inputs: &[PathBuf],
+    salvage: bool,
+    summary: &mut Summary,
+) -> Result<(), Error> {
+    let opts = trace_merge::MergeOptions {
+        salvage,
+        ..Default::default()
+    };
+    let timeline = trace_merge::open(inputs, &opts)?;
     let sampled = crate::acc::run(timeline, &crate::SummarizeOptions::default())?;
     for f in summary.total.functions.iter_mut() {
         let Some(s) = sampled.function(&f.name) else {

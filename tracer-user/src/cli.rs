@@ -85,6 +85,10 @@ pub enum Command {
     Dump {
         /// Trace file.
         file: PathBuf,
+        /// Read past damaged chunks (saying what was skipped) instead of stopping at the
+        /// first.
+        #[arg(long)]
+        salvage: bool,
     },
     /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row), a
     /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope) or
@@ -111,6 +115,10 @@ pub enum Command {
         /// chrome` and `--to folded`.
         #[arg(long, value_parser = parse_duration)]
         end: Option<Duration>,
+        /// Read past damaged chunks instead of stopping at the first; the outputs say what
+        /// was skipped.
+        #[arg(long)]
+        salvage: bool,
     },
     /// Counts and times per function, thread, system call, connection or call edge.
     Summary {
@@ -240,6 +248,10 @@ pub struct View {
     /// When a function call counts as an error: negative, nonzero or none.
     #[arg(long, default_value = "negative")]
     pub error_if: String,
+    /// Read past damaged chunks instead of stopping at the first; the summary notes what
+    /// was skipped.
+    #[arg(long)]
+    pub salvage: bool,
 }
 
 impl View {

@@ -8,138 +8,40 @@ use std::{
 
 use anyhow::{Context, Result};
 use trace_file::{
-    ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, Reader, StatWindow,
-    ThreadInfo, TraceHeader, Trailer,
+    Chunk, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, ReadOptions,
+    Reader, Skipped, StatWindow, ThreadInfo, TraceHeader, Trailer,
 };
 
 /// Prints every chunk of `path` in file order. Records are printed as
 /// `TIME_NS cpu=N tid=N KIND fields`, with TIME_NS relative to the start of recording.
-pub fn dump(path: &Path) -> Result<()> {
+/// With `salvage`, damaged chunks are stepped over and a `# damaged` line says where.
+pub fn dump(path: &Path, salvage: bool) -> Result<()> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut reader = Reader::new(BufReader::with_capacity(1 << 20, file))
+    let opts = ReadOptions { salvage };
+    let mut reader = Reader::with_options(BufReader::with_capacity(1 << 20, file), opts)
         .with_context(|| format!("{}", path.display()))?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut start = 0u64;
+    let mut skips_seen = 0;
+    let mut buf = Vec::new();
     let result = (|| -> Result<()> {
         while let Some(chunk) = reader.next_chunk()? {
-            match chunk.kind {
-                ChunkKind::Header => {
-                    let h: TraceHeader = chunk.meta()?;
-                    start = h.start_ns;
-                    writeln!(
-                        out,
-                        "# header host={} kernel={} cpus={} clock={} start_ns={} monotonic_to_realtime_ns={} tracer={}",
-                        h.hostname, h.kernel, h.cpus, h.clock, h.start_ns, h.monotonic_to_realtime_ns, h.tracer_version
-                    )?;
-                    writeln!(out, "# command {}", h.command_line.join(" "))?;
+            for k in &reader.skipped()[skips_seen..] {
+                writeln!(out, "# damaged: {}", skipped(k, start))?;
+            }
+            skips_seen = reader.skipped().len();
+            buf.clear();
+            match write_chunk(&mut buf, &chunk, &mut start) {
+                Ok(()) => out.write_all(&buf)?,
+                // A chunk that checked but does not decode: skipped too, and said.
+                Err(e) if salvage => {
+                    writeln!(out, "# damaged: the chunk at byte {} ({e:#})", chunk.offset)?
                 }
-                ChunkKind::Process => {
-                    let p: ProcessInfo = chunk.meta()?;
-                    writeln!(
-                        out,
-                        "# process tgid={} exe={} launched={} cmdline={}",
-                        p.tgid,
-                        p.exe,
-                        p.launched,
-                        p.cmdline.join(" ")
-                    )?;
+                Err(e) => {
+                    out.write_all(&buf)?;
+                    return Err(e);
                 }
-                ChunkKind::Threads => {
-                    let threads: Vec<ThreadInfo> = chunk.meta()?;
-                    for t in threads {
-                        writeln!(
-                            out,
-                            "# thread tgid={} tid={} state={} name={}",
-                            t.tgid, t.tid, t.state, t.name
-                        )?;
-                    }
-                }
-                ChunkKind::Probes => {
-                    let probes: Vec<Probe> = chunk.meta()?;
-                    for p in probes {
-                        writeln!(
-                            out,
-                            "# probe id={} name={} binary={} address={:#x} file_offset={:#x} skipped={} source={}",
-                            p.id,
-                            p.name,
-                            p.binary,
-                            p.address,
-                            p.file_offset,
-                            p.skipped,
-                            p.source.as_deref().unwrap_or("-")
-                        )?;
-                    }
-                }
-                ChunkKind::Events => {
-                    for r in EventChunkDecoder::new(&chunk.payload, chunk.offset)? {
-                        let r = r?;
-                        let t = r.ts as i64 - start as i64;
-                        writeln!(
-                            out,
-                            "{t} cpu={} tid={} {}",
-                            r.cpu,
-                            r.tid,
-                            describe(&r.event)
-                        )?;
-                    }
-                }
-                ChunkKind::Lost => {
-                    let l: LostCounts = chunk.meta()?;
-                    writeln!(
-                        out,
-                        "# lost per_cpu={:?} threads_not_traced={} skipped={}",
-                        l.per_cpu, l.threads_not_traced, l.skipped
-                    )?;
-                }
-                ChunkKind::Trailer => {
-                    let t: Trailer = chunk.meta()?;
-                    writeln!(
-                        out,
-                        "# trailer end_ns={} reason={} lost={} records={:?}",
-                        t.end_ns, t.reason, t.lost, t.records
-                    )?;
-                }
-                ChunkKind::Window => {
-                    let win: StatWindow = chunk.meta()?;
-                    writeln!(
-                        out,
-                        "# window {}..{} ns: {} functions, {} threads, {} syscalls, dropped={}",
-                        win.start_ns as i64 - start as i64,
-                        win.end_ns as i64 - start as i64,
-                        win.functions.len(),
-                        win.threads.len(),
-                        win.syscalls.len(),
-                        win.dropped
-                    )?;
-                    for f in &win.functions {
-                        writeln!(
-                            out,
-                            "#   func id={} calls={} errors={} total_ns={}",
-                            f.id, f.calls, f.errors, f.total_ns
-                        )?;
-                    }
-                    for t in &win.threads {
-                        writeln!(
-                            out,
-                            "#   thread tid={} name={} running_ns={} ready_ns={} blocked_ns={} io_ns={} voluntary={} involuntary={} wakeups_sent={} wakeups_received={} migrations={} syscalls={} waits={}",
-                            t.tid, t.name, t.running_ns, t.ready_ns, t.blocked_ns, t.io_ns, t.voluntary, t.involuntary, t.wakeups_sent, t.wakeups_received, t.migrations, t.syscalls,
-                            t.wait_hist.iter().sum::<u64>()
-                        )?;
-                    }
-                    for c in &win.syscalls {
-                        writeln!(
-                            out,
-                            "#   syscall {} calls={} errors={} total_ns={} positive_sum={}",
-                            sys(c.nr),
-                            c.calls,
-                            c.errors,
-                            c.total_ns,
-                            c.positive_sum
-                        )?;
-                    }
-                }
-                ChunkKind::Unknown(code) => writeln!(out, "# unknown chunk kind {code}")?,
             }
         }
         Ok(())
@@ -153,6 +55,146 @@ pub fn dump(path: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// One chunk as text into `out`; a header sets `start`, the time records are shown from.
+fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> {
+    match chunk.kind {
+        ChunkKind::Header => {
+            let h: TraceHeader = chunk.meta()?;
+            *start = h.start_ns;
+            writeln!(
+                out,
+                "# header host={} kernel={} cpus={} clock={} start_ns={} monotonic_to_realtime_ns={} tracer={}",
+                h.hostname, h.kernel, h.cpus, h.clock, h.start_ns, h.monotonic_to_realtime_ns, h.tracer_version
+            )?;
+            writeln!(out, "# command {}", h.command_line.join(" "))?;
+        }
+        ChunkKind::Process => {
+            let p: ProcessInfo = chunk.meta()?;
+            writeln!(
+                out,
+                "# process tgid={} exe={} launched={} cmdline={}",
+                p.tgid,
+                p.exe,
+                p.launched,
+                p.cmdline.join(" ")
+            )?;
+        }
+        ChunkKind::Threads => {
+            let threads: Vec<ThreadInfo> = chunk.meta()?;
+            for t in threads {
+                writeln!(
+                    out,
+                    "# thread tgid={} tid={} state={} name={}",
+                    t.tgid, t.tid, t.state, t.name
+                )?;
+            }
+        }
+        ChunkKind::Probes => {
+            let probes: Vec<Probe> = chunk.meta()?;
+            for p in probes {
+                writeln!(
+                    out,
+                    "# probe id={} name={} binary={} address={:#x} file_offset={:#x} skipped={} source={}",
+                    p.id,
+                    p.name,
+                    p.binary,
+                    p.address,
+                    p.file_offset,
+                    p.skipped,
+                    p.source.as_deref().unwrap_or("-")
+                )?;
+            }
+        }
+        ChunkKind::Events => {
+            for r in EventChunkDecoder::new(&chunk.payload, chunk.offset)? {
+                let r = r?;
+                let t = r.ts as i64 - *start as i64;
+                writeln!(
+                    out,
+                    "{t} cpu={} tid={} {}",
+                    r.cpu,
+                    r.tid,
+                    describe(&r.event)
+                )?;
+            }
+        }
+        ChunkKind::Lost => {
+            let l: LostCounts = chunk.meta()?;
+            writeln!(
+                out,
+                "# lost per_cpu={:?} threads_not_traced={} skipped={}",
+                l.per_cpu, l.threads_not_traced, l.skipped
+            )?;
+        }
+        ChunkKind::Trailer => {
+            let t: Trailer = chunk.meta()?;
+            writeln!(
+                out,
+                "# trailer end_ns={} reason={} lost={} records={:?}",
+                t.end_ns, t.reason, t.lost, t.records
+            )?;
+        }
+        ChunkKind::Window => {
+            let win: StatWindow = chunk.meta()?;
+            writeln!(
+                out,
+                "# window {}..{} ns: {} functions, {} threads, {} syscalls, dropped={}",
+                win.start_ns as i64 - *start as i64,
+                win.end_ns as i64 - *start as i64,
+                win.functions.len(),
+                win.threads.len(),
+                win.syscalls.len(),
+                win.dropped
+            )?;
+            for f in &win.functions {
+                writeln!(
+                    out,
+                    "#   func id={} calls={} errors={} total_ns={}",
+                    f.id, f.calls, f.errors, f.total_ns
+                )?;
+            }
+            for t in &win.threads {
+                writeln!(
+                    out,
+                    "#   thread tid={} name={} running_ns={} ready_ns={} blocked_ns={} io_ns={} voluntary={} involuntary={} wakeups_sent={} wakeups_received={} migrations={} syscalls={} waits={}",
+                    t.tid, t.name, t.running_ns, t.ready_ns, t.blocked_ns, t.io_ns, t.voluntary, t.involuntary, t.wakeups_sent, t.wakeups_received, t.migrations, t.syscalls,
+                    t.wait_hist.iter().sum::<u64>()
+                )?;
+            }
+            for c in &win.syscalls {
+                writeln!(
+                    out,
+                    "#   syscall {} calls={} errors={} total_ns={} positive_sum={}",
+                    sys(c.nr),
+                    c.calls,
+                    c.errors,
+                    c.total_ns,
+                    c.positive_sum
+                )?;
+            }
+        }
+        ChunkKind::Unknown(code) => writeln!(out, "# unknown chunk kind {code}")?,
+    }
+    Ok(())
+}
+
+/// A region a salvaging read stepped over, as a `# damaged` line says it.
+fn skipped(k: &Skipped, start: u64) -> String {
+    let mut s = format!("{} bytes at byte {} skipped", k.bytes, k.offset);
+    match (k.kind, k.cpu) {
+        (Some(ChunkKind::Events), Some(cpu)) => {
+            s += &format!(" (an Events chunk of CPU {cpu}");
+            if let Some(t) = k.first_ts {
+                s += &format!(", records from {}", t as i64 - start as i64);
+            }
+            s += ")";
+        }
+        (Some(kind), _) => s += &format!(" (a {kind:?} chunk)"),
+        (None, _) => s += &format!(" ({} chunks or more)", k.chunks),
+    }
+    s
 }
 
 fn sys(nr: u32) -> String {

@@ -96,7 +96,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             run_record(&opts)
         }
-        Command::Dump { file } => dump::dump(&file),
+        Command::Dump { file, salvage } => dump::dump(&file, salvage).map_err(salvage_hint),
         Command::Convert {
             files,
             to,
@@ -104,15 +104,16 @@ fn run(cli: Cli) -> Result<()> {
             force,
             start,
             end,
-        } => convert(&files, to, output, force, start, end),
+            salvage,
+        } => convert(&files, to, output, force, (start, end), salvage).map_err(salvage_hint),
         Command::Summary { files, view } => {
             let opts = view.options()?;
-            let summary = summarize(&files, &opts)?;
+            let summary = summarize(&files, &opts, view.salvage).map_err(salvage_hint)?;
             let mut out = std::io::stdout().lock();
             trace_summary::render(&summary, &opts, &mut out)?;
             Ok(())
         }
-        Command::Diff { a, b, view } => diff(&a, &b, &view),
+        Command::Diff { a, b, view } => diff(&a, &b, &view).map_err(salvage_hint),
         Command::Probes { pid, path, pattern } => probes::list(pid, path, pattern.as_deref()),
     }
 }
@@ -132,8 +133,8 @@ fn convert(
     to: Option<Format>,
     output: Option<PathBuf>,
     force: bool,
-    start: Option<Duration>,
-    end: Option<Duration>,
+    (start, end): (Option<Duration>, Option<Duration>),
+    salvage: bool,
 ) -> Result<()> {
     let (stem, to) = output_stem(output.unwrap_or_else(|| files[0].with_extension("")), to)?;
     let with_ext = |ext: &str| {
@@ -155,7 +156,10 @@ fn convert(
     let opts = trace_convert::Options {
         force,
         window,
-        ..Default::default()
+        merge: trace_convert::MergeOptions {
+            salvage,
+            ..Default::default()
+        },
     };
     match to {
         Format::Paraver => eprintln!("{}", trace_convert::paraver::convert(files, &stem, &opts)?),
@@ -195,8 +199,8 @@ fn output_stem(output: PathBuf, to: Option<Format>) -> Result<(PathBuf, Format)>
 /// `tracer diff`.
 fn diff(a: &PathBuf, b: &PathBuf, view: &View) -> Result<()> {
     let opts = view.options()?;
-    let sa = summarize(std::slice::from_ref(a), &opts)?;
-    let sb = summarize(std::slice::from_ref(b), &opts)?;
+    let sa = summarize(std::slice::from_ref(a), &opts, view.salvage)?;
+    let sb = summarize(std::slice::from_ref(b), &opts, view.salvage)?;
     let mut out = std::io::stdout().lock();
     trace_summary::diff(&sa, &sb, &opts, &mut out)?;
     Ok(())
@@ -206,11 +210,31 @@ fn diff(a: &PathBuf, b: &PathBuf, view: &View) -> Result<()> {
 fn summarize(
     files: &[PathBuf],
     opts: &trace_summary::SummaryOptions,
+    salvage: bool,
 ) -> Result<trace_summary::Summary> {
-    Ok(match opts.window_ns {
-        Some(w) => trace_summary::summarize_windows(files, w)?,
-        None => trace_summary::summarize(files)?,
-    })
+    let with = trace_summary::SummarizeOptions {
+        window_ns: opts.window_ns.map(|w| w.max(1)),
+        merge: trace_merge::MergeOptions {
+            salvage,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Ok(trace_summary::summarize_with(files, &with)?)
+}
+
+/// Adds to an error that is damage in a trace file how to read past it.
+fn salvage_hint(e: anyhow::Error) -> anyhow::Error {
+    let damaged = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<trace_file::Error>(),
+            Some(trace_file::Error::Corrupt { .. })
+        )
+    });
+    match damaged {
+        true => anyhow::anyhow!("{} (--salvage reads past damage)", one_line(&e)),
+        false => e,
+    }
 }
 
 /// An error and its causes on one line, leaving out a cause whose text the line already

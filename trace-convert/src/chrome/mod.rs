@@ -796,15 +796,20 @@ impl<W: Write> Writer<W> {
         let files: Vec<String> = (tl.merger().sources().iter())
             .map(|s| Str(&s.path.to_string_lossy()).to_string())
             .collect();
+        // Regions a salvaging read stepped over: what they held is missing.
+        let damaged: Vec<String> = (input.damage.iter())
+            .map(|(p, d)| Str(&format!("{}: {d}", p.display())).to_string())
+            .collect();
         write!(
             self.out.buf,
-            "\n],\n\"otherData\":{{\"producer\":\"tracer {}\",\"inputs\":[{}],\"records\":{},\"lost_by_kernel\":{},\"threads_not_traced\":{},\"out_of_order\":{}}}}}\n",
+            "\n],\n\"otherData\":{{\"producer\":\"tracer {}\",\"inputs\":[{}],\"records\":{},\"lost_by_kernel\":{},\"threads_not_traced\":{},\"out_of_order\":{},\"salvaged\":[{}]}}}}\n",
             env!("CARGO_PKG_VERSION"),
             files.join(","),
             input.records_in,
             input.lost_by_kernel,
             input.threads_not_traced,
             input.out_of_order,
+            damaged.join(","),
         )
     }
 

@@ -212,7 +212,8 @@ pub fn convert_tuned(
     let mut late = std::mem::take(&mut w.late);
     let late_records = late.len() as u64;
     late.sort_by_key(Out::key);
-    let header = layout.header(&tl, end);
+    let mut header = layout.header(&tl, end);
+    header.push_str(&damage_comments(&tl));
     let (prv, late_counts) = assemble_prv(&header, room, body, &late, &w.slots)?;
     for (c, l) in counts.iter_mut().zip(late_counts) {
         *c += l;
@@ -234,6 +235,27 @@ pub fn convert_tuned(
         late_records,
         outputs,
     })
+}
+
+/// Comment lines for the .prv header naming the regions a salvaging read stepped over
+/// (at most [`DAMAGE_LINES`], then how many more): what they held is not in the trace.
+fn damage_comments(tl: &Timeline) -> String {
+    const DAMAGE_LINES: usize = 20;
+    let damage: Vec<_> = (tl.merger().sources().iter())
+        .flat_map(|s| s.damage.iter().map(move |d| (&s.path, d)))
+        .collect();
+    let mut out = String::new();
+    for (path, d) in damage.iter().take(DAMAGE_LINES) {
+        let line = format!("# salvaged: {}: {d}", path.display());
+        // A comment line holds no newline; the path is the user's.
+        out.push_str(&line.replace(['\n', '\r'], " "));
+        out.push('\n');
+    }
+    if damage.len() > DAMAGE_LINES {
+        let more = damage.len() - DAMAGE_LINES;
+        out.push_str(&format!("# salvaged: {more} more damaged regions\n"));
+    }
+    out
 }
 
 /// The writer as a consumer: every item goes to the body, and between records, once

@@ -11,8 +11,8 @@ use super::pass::Pass;
 use super::rows::{conn_stats, func_stats, sys_stats};
 use super::scope::{at, Acc, FuncAcc, SysAcc};
 use crate::{
-    CallEdge, ConnectionStats, ErrorRule, FileInfo, FunctionStats, Section, SummarizeOptions,
-    Summary, SyscallStats, ThreadStats, Window, JSON_SCHEMA,
+    CallEdge, ConnectionStats, DamagedRegion, ErrorRule, FileInfo, FunctionStats, Section,
+    SummarizeOptions, Summary, SyscallStats, ThreadStats, Window, JSON_SCHEMA,
 };
 
 /// (name, binary, source) of a function.
@@ -213,6 +213,7 @@ pub(super) fn build(p: &Pass, tl: &Timeline, end: u64, opts: &SummarizeOptions) 
             start_ns: s.start,
             lost: s.lost(),
             truncated: s.truncated_at.is_some(),
+            damaged: s.damage.iter().map(DamagedRegion::of).collect(),
         })
         .collect();
     let per_file = (0..sources.len() as u32)
@@ -269,6 +270,7 @@ fn notes(files: &[FileInfo], lost: u64, tl: &Timeline) -> Vec<String> {
             f.path
         ));
     }
+    notes.extend(files.iter().filter_map(FileInfo::damage_note));
     let st = tl.stats();
     if st.orphan_func_exits > 0 {
         notes.push(format!(
