@@ -8,12 +8,6 @@
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Offsets {
-    /// `task:task_newtask`: the new task's id.
-    pub newtask_pid: u32,
-    /// `task:task_newtask`: its name.
-    pub newtask_comm: u32,
-    /// `task:task_newtask`: the clone flags (a thread or a process).
-    pub newtask_clone_flags: u32,
     /// `sched:sched_process_exit`: the exiting task's id.
     pub exit_pid: u32,
     /// `sched:sched_process_exit`: whether its process has no thread left.
@@ -41,17 +35,27 @@ pub struct Offsets {
     pub regs_arg2: u32,
     /// `struct pt_regs`: the system call's number (`orig_ax`).
     pub regs_nr: u32,
-    /// Zero: the padding, explicit.
-    pub _pad: u32,
+    /// `struct task_struct`: `thread_pid`, the task's `struct pid`, whose `numbers` give
+    /// its id in each PID namespace it is in.
+    pub task_thread_pid: u32,
+    /// `struct task_struct`: `comm`, its name.
+    pub task_comm: u32,
+    /// `struct task_struct`: `group_leader`, its process's first thread.
+    pub task_group_leader: u32,
+    /// `struct pid`: `level`, the depth of the task's own PID namespace.
+    pub pid_level: u32,
+    /// `struct pid`: `numbers`, one `struct upid` per level.
+    pub pid_numbers: u32,
+    /// `sizeof(struct upid)`.
+    pub upid_size: u32,
+    /// `struct upid`: `ns`, the namespace the id is in (`nr` is at 0).
+    pub upid_ns: u32,
 }
 
 impl Offsets {
     /// The layout of Linux 6.x x86_64; the recorder overwrites it with what tracefs and
     /// BTF say.
     pub const DEFAULT: Offsets = Offsets {
-        newtask_pid: 8,
-        newtask_comm: 12,
-        newtask_clone_flags: 32,
         exit_pid: 24,
         exit_group_dead: 32,
         rename_pid: 8,
@@ -64,7 +68,13 @@ impl Offsets {
         regs_arg0: 112,
         regs_arg2: 96,
         regs_nr: 120,
-        _pad: 0,
+        task_thread_pid: 0,
+        task_comm: 0,
+        task_group_leader: 0,
+        pid_level: 4,
+        pid_numbers: 80,
+        upid_size: 16,
+        upid_ns: 8,
     };
 }
 
@@ -93,8 +103,9 @@ pub struct Config {
     pub sample_every: u32,
     /// 1: the processes a traced process creates are traced too; 0: only its threads.
     pub inherit: u32,
-    /// Zero: the padding, explicit.
-    pub _pad: u32,
+    /// 1: the recorder runs in a PID namespace other than the kernel's first (a container):
+    /// recorded ids are translated to that namespace's, through `NS_IDS`.
+    pub pidns: u32,
 }
 
 impl Config {
@@ -103,11 +114,35 @@ impl Config {
         stat_mode: 0,
         sample_every: 0,
         inherit: 1,
-        _pad: 0,
+        pidns: 0,
     };
 }
 
+/// A task's ids in the recorder's PID namespace (map `NS_IDS`, keyed by the kernel's tid).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NsIds {
+    /// Its thread id there.
+    pub tid: u32,
+    /// Its process id there.
+    pub tgid: u32,
+}
+
+/// The recorder's own PID namespace, as the `ns_ids` iterator found it (map `NS_SELF`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NsSelf {
+    /// The namespace's address in the kernel: the id a `struct upid` names it by.
+    pub ns: u64,
+    /// Its depth (0: the kernel's first namespace).
+    pub level: u32,
+    /// 1 once the iterator has run.
+    pub set: u32,
+}
+
 crate::records::exact_layout! {
-    Offsets { [u32; 16] }
+    NsIds { u32, u32 }
+    NsSelf { u64, u32, u32 }
+    Offsets { [u32; 19] }
     Config { u32, u32, u32, u32 }
 }

@@ -46,4 +46,6 @@ mod pod {
     unsafe impl aya::Pod for super::ThreadStat {}
     unsafe impl aya::Pod for super::ThreadSched {}
     unsafe impl aya::Pod for super::UsdtSpec {}
+    unsafe impl aya::Pod for super::NsIds {}
+    unsafe impl aya::Pod for super::NsSelf {}
 }

@@ -13,6 +13,8 @@
 //! rare lifetime events below stay classic. (What each saves: docs/performance.md.)
 //! - `task_newtask`, `sched_process_exit`, `task_rename`, `sched_process_exec`: thread
 //!   lifetimes and names; a new thread or child process of a traced process is traced too.
+//! - `ns_ids`: a task iterator the recorder runs once when it is in a container's PID
+//!   namespace, to learn the kernel's ids of the tasks it sees (module `pidns`).
 //!
 //! Records go to the ring buffer of the CPU they happen on (no contention between CPUs)
 //! without waking the reader, which drains on a short timer. A record that finds its buffer
@@ -23,6 +25,8 @@
 #[cfg(not(target_arch = "bpf"))]
 fn main() {}
 
+#[cfg(target_arch = "bpf")]
+mod pidns;
 #[cfg(target_arch = "bpf")]
 mod stat;
 #[cfg(target_arch = "bpf")]
@@ -107,7 +111,7 @@ mod programs {
     }
 
     #[inline(always)]
-    fn offsets() -> Offsets {
+    pub(crate) fn offsets() -> Offsets {
         // SAFETY: a read of our own global; volatile so the loader's value is used, not
         // the compile-time default.
         unsafe { core::ptr::read_volatile(&OFFSETS) }
@@ -121,15 +125,35 @@ mod programs {
         }
     }
 
+    /// A record's header; `tid` is the kernel's id, recorded as the recorder sees it.
     #[inline(always)]
     fn header(tid: u32, kind: u16) -> Header {
         Header {
             // SAFETY: helper without preconditions.
             ts: unsafe { bpf_ktime_get_ns() },
-            tid,
+            tid: seen(tid),
             kind,
             _pad: 0,
         }
+    }
+
+    /// The id the recorder knows thread `tid` (the kernel's) by: the same, or in a
+    /// container's PID namespace its id there (0 for a task outside it).
+    #[inline(always)]
+    fn seen(tid: u32) -> u32 {
+        if config().pidns == 0 || tid == 0 {
+            return tid;
+        }
+        crate::pidns::ids(tid).map_or(0, |n| n.tid)
+    }
+
+    /// [`seen`] for the process of thread `tid`, whose process id is `tgid`.
+    #[inline(always)]
+    fn seen_tgid(tid: u32, tgid: u32) -> u32 {
+        if config().pidns == 0 {
+            return tgid;
+        }
+        crate::pidns::ids(tid).map_or(0, |n| n.tgid)
     }
 
     /// Sends `rec` to this CPU's ring buffer, or counts it as lost.
@@ -495,13 +519,17 @@ mod programs {
         if record {
             emit(Switch {
                 h: header(prev, kind::SWITCH),
-                next_tid: next,
+                next_tid: seen(next),
                 prev_state,
             });
         }
         if exiting {
-            // The thread will never run again: free its slot in the filter.
+            // The thread will never run again: free its slot in the filter (counting mode
+            // reports it a last time, by its namespace ids too: the recorder frees those).
             let _ = TIDS.remove(prev);
+            if config().pidns != 0 && !counting() {
+                crate::pidns::forget(prev);
+            }
         }
         0
     }
@@ -527,7 +555,7 @@ mod programs {
         let target_cpu: u32 = kernel_field(task, kernel_offset!(task_cpu));
         emit(Wakeup {
             h: header(waker, kind),
-            wakee,
+            wakee: seen(wakee),
             target_cpu,
         });
     }
@@ -544,17 +572,19 @@ mod programs {
         0
     }
 
-    /// Runs in the parent, before the child can run: the child is in the filter before
-    /// its first event.
-    #[tracepoint]
-    pub fn task_newtask(ctx: TracePointContext) -> u32 {
+    /// `task_newtask(struct task_struct *task, u64 clone_flags)`: runs in the parent,
+    /// before the child can run, so the child is in the filter before its first event.
+    #[btf_tracepoint(function = "task_newtask")]
+    pub fn task_newtask(ctx: BtfTracePointContext) -> i32 {
         let (tgid, tid) = current();
         if !is_traced_tgid(tgid) {
             return 0;
         }
-        let child = field!(ctx, newtask_pid, u32);
-        let flags = field!(ctx, newtask_clone_flags, u64);
-        let child_tgid = if flags & CLONE_THREAD != 0 {
+        let task: *const u8 = ctx.arg(0);
+        let flags: u64 = ctx.arg(1);
+        let child: u32 = kernel_field(task, kernel_offset!(task_pid));
+        let thread = flags & CLONE_THREAD != 0;
+        let child_tgid = if thread {
             tgid
         } else if config().inherit != 0 {
             child
@@ -570,11 +600,28 @@ mod programs {
         if child_tgid != tgid {
             let _ = TGIDS.insert(child_tgid, 1, BPF_ANY as u64);
         }
+        let (mut seen_child, mut seen_child_tgid) = (child, child_tgid);
+        if config().pidns != 0 {
+            // The child's id in the recorder's namespace, known from now on.
+            seen_child = crate::pidns::learn(task, child, thread.then(|| seen_tgid(tid, tgid)));
+            seen_child_tgid = if thread {
+                seen_tgid(tid, tgid)
+            } else {
+                seen_child
+            };
+        }
+        // The name, two aligned words: direct loads are 8 bytes at most.
+        let comm_at = kernel_offset!(task_comm);
+        let lo: u64 = kernel_field(task, comm_at);
+        let hi: u64 = kernel_field(task, comm_at + 8);
+        let mut comm = [0u8; 16];
+        comm[..8].copy_from_slice(&lo.to_ne_bytes());
+        comm[8..].copy_from_slice(&hi.to_ne_bytes());
         emit(NewTask {
             h: header(tid, kind::NEW_TASK),
-            child_tid: child,
-            child_tgid,
-            comm: comm_field(&ctx, offsets().newtask_comm),
+            child_tid: seen_child,
+            child_tgid: seen_child_tgid,
+            comm,
         });
         0
     }
@@ -591,7 +638,7 @@ mod programs {
         }
         emit(Exit {
             h: header(tid, kind::EXIT),
-            tgid,
+            tgid: seen_tgid(tid, tgid),
             group_dead: group_dead as u32,
         });
         0

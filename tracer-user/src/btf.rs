@@ -188,6 +188,17 @@ impl Btf {
         None
     }
 
+    /// `sizeof(struct strukt)`.
+    pub fn size_of(&self, strukt: &str) -> Result<u32> {
+        let t = (self.types.iter())
+            .position(|t| {
+                t.kind == STRUCT && self.name(t.name) == strukt.as_bytes() && !t.extra.is_empty()
+            })
+            .with_context(|| format!("the kernel has no struct {strukt}"))?;
+        let size = self.size(t as u32).context("a struct without a size")?;
+        u32::try_from(size).context("a struct larger than 4 GiB")
+    }
+
     /// Byte offset of `path` (members separated by dots, e.g. `se.sum_exec_runtime`) in
     /// `struct strukt`, checking that the field is `size` bytes long.
     pub fn offset(&self, strukt: &str, path: &str, size: u64) -> Result<u32> {
@@ -296,6 +307,7 @@ mod tests {
     fn reads_this_kernel() {
         // Every machine the tracer runs on has BTF; these are the fields it reads.
         let btf = Btf::kernel().unwrap();
+        assert_eq!(btf.size_of("upid").unwrap(), 16);
         let pid = btf.offset("task_struct", "pid", 4).unwrap();
         let tgid = btf.offset("task_struct", "tgid", 4).unwrap();
         assert_eq!(tgid, pid + 4, "pid and tgid are neighbours in task_struct");

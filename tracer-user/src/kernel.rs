@@ -6,20 +6,20 @@ use std::{os::fd::AsFd, path::Path};
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
     maps::{Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, RingBuf},
-    programs::{BtfTracePoint, RawTracePoint, TracePoint, UProbe},
+    programs::{BtfTracePoint, Iter, RawTracePoint, TracePoint, UProbe},
     Btf, Ebpf, EbpfLoader,
 };
+use rustc_hash::FxHashMap;
 use tracer_abi::{
-    counter, Config, FuncStat, Offsets, SysStat, ThreadSched, UsdtSpec, ID_HINT_SLOTS, MAX_CPUS,
-    RING_BYTES,
+    counter, Config, FuncStat, NsIds, Offsets, SysStat, ThreadSched, UsdtSpec, ID_HINT_SLOTS,
+    MAX_CPUS, RING_BYTES,
 };
 
 /// The eBPF object built by `cargo xtask build`, embedded at compile time.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf.o"));
 
 /// Classic tracepoints attached for every recording: (program, category, event).
-const TRACEPOINTS: [(&str, &str, &str); 4] = [
-    ("task_newtask", "task", "task_newtask"),
+const TRACEPOINTS: [(&str, &str, &str); 3] = [
     ("sched_process_exit", "sched", "sched_process_exit"),
     ("task_rename", "task", "task_rename"),
     ("sched_process_exec", "sched", "sched_process_exec"),
@@ -27,7 +27,8 @@ const TRACEPOINTS: [(&str, &str, &str); 4] = [
 
 /// BTF (raw) tracepoints attached for every recording; each program has the tracepoint's
 /// name.
-const BTF_TRACEPOINTS: [&str; 5] = [
+const BTF_TRACEPOINTS: [&str; 6] = [
+    "task_newtask",
     "sched_switch",
     "sched_wakeup",
     "sched_wakeup_new",
@@ -73,6 +74,17 @@ pub struct Kernel {
     skipped_at_stop: u64,
     /// The uprobe events the links use: declared after `links`, so dropped after them.
     uprobe_events: crate::uprobe::Events,
+    /// In a container's PID namespace, how ids translate (see tracer-ebpf's `pidns`).
+    pidns: Option<PidNs>,
+}
+
+/// The kernel's ids of the tasks of the recorder's PID namespace, which the filter needs:
+/// the recorder knows them by that namespace's ids.
+struct PidNs {
+    /// The kernel's tid -> ids here, as the `ns_ids` iterator and the programs found them.
+    ids: HashMap<MapData, u32, NsIds>,
+    /// Ids here -> the kernel's, from `ids` when last read.
+    to_kernel: FxHashMap<u32, u32>,
 }
 
 /// Counting mode's maps (see tracer-ebpf/src/stat.rs).
@@ -80,6 +92,20 @@ pub struct StatMaps {
     pub funcs: PerCpuArray<MapData, FuncStat>,
     pub syscalls: PerCpuArray<MapData, SysStat>,
     pub sched: HashMap<MapData, u32, ThreadSched>,
+}
+
+/// How the recorder knows the kernel's thread ids: the same, or their ids in its PID
+/// namespace.
+pub struct SeenIds(Option<FxHashMap<u32, u32>>);
+
+impl SeenIds {
+    /// The recorder's id of kernel thread `tid` (0: outside its namespace).
+    pub fn get(&self, tid: u32) -> u32 {
+        match &self.0 {
+            None => tid,
+            Some(m) => m.get(&tid).copied().unwrap_or(0),
+        }
+    }
 }
 
 impl Kernel {
@@ -103,6 +129,9 @@ impl Kernel {
                 loader.map_max_entries(map, 1);
             }
         }
+        if config.pidns == 0 {
+            loader.map_max_entries("NS_IDS", 1);
+        }
         let mut ebpf = loader
             .load(OBJECT)
             .map_err(|e| anyhow!("loading the eBPF programs failed: {e}"))?;
@@ -115,6 +144,13 @@ impl Kernel {
         let tids: HashMap<MapData, u32, u32> = take("TIDS")?.try_into()?;
         let hints: Array<MapData, u8> = take("ID_HINT")?.try_into()?;
         let counters: PerCpuArray<MapData, u64> = take("COUNTERS")?.try_into()?;
+        let pidns = match config.pidns {
+            0 => None,
+            _ => Some(PidNs {
+                ids: take("NS_IDS")?.try_into()?,
+                to_kernel: FxHashMap::default(),
+            }),
+        };
         let stat = if config.stat_mode != 0 {
             Some(StatMaps {
                 funcs: take("FUNC_STATS")?.try_into()?,
@@ -148,6 +184,7 @@ impl Kernel {
             stat,
             skipped_at_stop: 0,
             uprobe_events: crate::uprobe::Events::new(tracefs),
+            pidns,
         })
     }
 
@@ -274,20 +311,83 @@ impl Kernel {
             .with_context(|| format!("describing the arguments of USDT probe {id}"))
     }
 
-    /// Adds a process to the filter: its system calls and new threads are recorded.
-    pub fn trace_process(&mut self, tgid: u32) -> Result<()> {
+    /// Adds a process (by the recorder's id for it) to the filter: its system calls and
+    /// new threads are recorded. False when it is gone.
+    pub fn trace_process(&mut self, tgid: u32) -> Result<bool> {
+        let Some(tgid) = self.kernel_id(tgid)? else {
+            return Ok(false);
+        };
         self.hint(tgid)?;
         self.tgids
             .insert(tgid, 1, 0)
-            .context("adding a process to the kernel filter")
+            .context("adding a process to the kernel filter")?;
+        Ok(true)
     }
 
-    /// Adds a thread to the filter: its scheduler events are recorded.
+    /// Adds a thread to the filter: its scheduler events are recorded (nothing when it is
+    /// gone).
     pub fn trace_thread(&mut self, tid: u32, tgid: u32) -> Result<()> {
+        let (Some(tid), Some(tgid)) = (self.kernel_id(tid)?, self.kernel_id(tgid)?) else {
+            return Ok(());
+        };
         self.hint(tid)?;
         self.tids
             .insert(tid, tgid, 0)
             .context("adding a thread to the kernel filter (too many threads?)")
+    }
+
+    /// The kernel's id of the task the recorder knows as `id`: the same, unless the
+    /// recorder is in a container's PID namespace; None for a task that is gone.
+    fn kernel_id(&mut self, id: u32) -> Result<Option<u32>> {
+        if self.pidns.is_none() {
+            return Ok(Some(id));
+        }
+        let known = |k: &Kernel| k.pidns.as_ref().and_then(|p| p.to_kernel.get(&id).copied());
+        if let Some(k) = known(self) {
+            return Ok(Some(k));
+        }
+        // A task created since the iterator last ran: run it again.
+        self.learn_namespace()?;
+        Ok(known(self))
+    }
+
+    /// The ids the recorder knows the kernel's threads by, as of now.
+    pub fn seen_ids(&self) -> SeenIds {
+        SeenIds(self.pidns.as_ref().map(|p| {
+            (p.ids.iter().flatten())
+                .map(|(kernel, ids)| (kernel, ids.tid))
+                .collect()
+        }))
+    }
+
+    /// Forgets kernel thread `tid`'s ids in the recorder's namespace (counting mode, once
+    /// the thread has exited and was reported a last time).
+    pub fn forget_thread(&mut self, tid: u32) {
+        if let Some(p) = &mut self.pidns {
+            let _ = p.ids.remove(&tid);
+        }
+    }
+
+    /// Runs the `ns_ids` task iterator, which puts the kernel's id of every task of the
+    /// recorder's PID namespace in `NS_IDS`, and reads the map back.
+    fn learn_namespace(&mut self) -> Result<()> {
+        let p: &mut Iter = self.program("ns_ids")?;
+        if p.fd().is_err() {
+            let btf = Btf::from_sys_fs()
+                .map_err(|e| anyhow!("reading the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"))?;
+            p.load("task", &btf)
+                .map_err(|e| anyhow!("the kernel refused the task iterator: {e}"))?;
+        }
+        let link = p
+            .attach()
+            .map_err(|e| anyhow!("starting the task iterator: {e}"))?;
+        let mut out = p.take_link(link)?.into_file()?;
+        std::io::copy(&mut out, &mut std::io::sink()).context("running the task iterator")?;
+        let ns = self.pidns.as_mut().expect("only in a PID namespace");
+        ns.to_kernel = (ns.ids.iter().flatten())
+            .map(|(kernel, ids)| (ids.tid, kernel))
+            .collect();
+        Ok(())
     }
 
     fn hint(&mut self, id: u32) -> Result<()> {
@@ -298,6 +398,9 @@ impl Kernel {
 
     /// Counting mode: starts the state clock of a thread that existed before attach.
     pub fn seed_thread(&mut self, tid: u32, seed: ThreadSched) -> Result<()> {
+        let Some(tid) = self.kernel_id(tid)? else {
+            return Ok(());
+        };
         if let Some(stat) = &mut self.stat {
             stat.sched
                 .insert(tid, seed, 0)

@@ -190,3 +190,14 @@ pub fn privileged() -> bool {
     const CAP_BPF: u32 = 39;
     has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
 }
+
+/// True when the recorder runs in a PID namespace other than the kernel's first (in a
+/// container that has its own): the ids it sees are not the kernel's.
+pub fn in_child_pid_namespace() -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    // The first PID namespace's inode number is fixed (PROC_PID_INIT_INO).
+    const INIT_PID_NS: u64 = 0xEFFF_FFFC;
+    let ns = std::fs::metadata("/proc/self/ns/pid")
+        .context("reading /proc/self/ns/pid (is /proc mounted?)")?;
+    Ok(ns.ino() != INIT_PID_NS)
+}

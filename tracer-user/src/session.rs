@@ -95,7 +95,7 @@ impl Session {
             stat_mode: opts.stat.is_some() as u32,
             sample_every: opts.stat.map_or(0, |s| s.sample_every),
             inherit: opts.inherit as u32,
-            _pad: 0,
+            pidns: crate::procfs::in_child_pid_namespace()? as u32,
         };
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
 
@@ -106,7 +106,9 @@ impl Session {
         let mut pids = opts.pids.clone();
         pids.extend(launched.as_ref().map(|l| l.pid));
         for &pid in &pids {
-            kernel.trace_process(pid)?;
+            if !kernel.trace_process(pid)? {
+                bail!("process {pid} exited before it could be traced");
+            }
         }
         // Tracepoints first, then the thread list and the descendants: a thread or process
         // created in between is caught by task_newtask (its process is already in the
@@ -164,9 +166,11 @@ fn trace_descendants(kernel: &mut Kernel, roots: &[u32]) -> Result<Vec<u32>> {
             return Ok(found);
         }
         for pid in children {
-            kernel.trace_process(pid)?;
+            // A child that exited since /proc listed it has nothing left to trace.
+            if kernel.trace_process(pid)? {
+                found.push(pid);
+            }
             traced.insert(pid);
-            found.push(pid);
         }
     }
 }

@@ -17,7 +17,7 @@ use tracer_abi::{tstate, HIST_BUCKETS, MAX_SYSCALLS, WAIT_BUCKETS, WAIT_SHIFT};
 
 use trace_summary::units::human_ns;
 
-use crate::kernel::{Kernel, StatMaps};
+use crate::kernel::{Kernel, SeenIds, StatMaps};
 
 /// Counting-mode settings.
 #[derive(Clone, Copy)]
@@ -110,6 +110,7 @@ impl Counting {
     pub fn window<W: Write>(&mut self, kernel: &mut Kernel, w: &mut Writer<W>) -> Result<()> {
         let now = crate::clock::monotonic_ns();
         self.dropped.0 = kernel.stat_dropped()?;
+        let seen = kernel.seen_ids();
         let Some(maps) = &mut kernel.stat else {
             return Ok(());
         };
@@ -121,7 +122,11 @@ impl Counting {
         };
         win.functions = self.functions(maps)?;
         win.syscalls = self.syscalls(maps)?;
-        win.threads = self.threads(maps, now);
+        let (threads, exited) = self.threads(maps, now, &seen);
+        win.threads = threads;
+        for tid in exited {
+            kernel.forget_thread(tid);
+        }
         win.threads.sort_by_key(|t| t.tid);
         win.syscalls.sort_by_key(|s| s.nr);
         w.meta(ChunkKind::Window, &win)?;
@@ -210,11 +215,19 @@ impl Counting {
 
     /// Per thread, what changed since the last read, its state in progress counted up to
     /// `now`.
-    fn threads(&mut self, maps: &mut StatMaps, now: u64) -> Vec<ThreadWindow> {
+    /// Also returns the kernel's ids of the threads that exited, reported a last time.
+    fn threads(
+        &mut self,
+        maps: &mut StatMaps,
+        now: u64,
+        seen: &SeenIds,
+    ) -> (Vec<ThreadWindow>, Vec<u32>) {
         let mut out = Vec::new();
         let mut gone = Vec::new();
         for entry in maps.sched.iter() {
-            let Ok((tid, e)) = entry else { continue };
+            let Ok((kernel_tid, e)) = entry else { continue };
+            // Kept by the kernel's id, reported by the recorder's.
+            let tid = seen.get(kernel_tid);
             let s = e.stat;
             let mut t = ThreadTotals {
                 state_ns: s.state_ns,
@@ -233,7 +246,7 @@ impl Counting {
                 // The interval in progress counts up to now.
                 t.state_ns[(e.state & 3) as usize] += now.saturating_sub(e.since);
             } else {
-                gone.push(tid);
+                gone.push((kernel_tid, tid));
             }
             let prev = self.threads.insert(tid, t).unwrap_or_default();
             let d = |i: usize| t.state_ns[i].saturating_sub(prev.state_ns[i]);
@@ -262,12 +275,14 @@ impl Counting {
         }
         // Exited threads were reported for the last time: free their entries so days of
         // thread churn keep memory flat.
-        for tid in gone {
-            let _ = maps.sched.remove(&tid);
+        let mut forget = Vec::new();
+        for (kernel_tid, tid) in gone {
+            let _ = maps.sched.remove(&kernel_tid);
             self.threads.remove(&tid);
             self.names.remove(&tid);
+            forget.push(kernel_tid);
         }
-        out
+        (out, forget)
     }
 
     /// A top-like view of the busiest elements of the last window.

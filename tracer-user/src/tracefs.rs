@@ -45,15 +45,11 @@ pub fn offsets(tracefs: &Path) -> Result<Offsets> {
         std::fs::read_to_string(&path)
             .with_context(|| format!("tracepoint {event} is not available ({})", path.display()))
     };
-    let newtask = fmt("task/task_newtask")?;
     let exit = fmt("sched/sched_process_exit")?;
     let rename = fmt("task/task_rename")?;
     let exec = fmt("sched/sched_process_exec")?;
     let btf = Btf::kernel()?;
     Ok(Offsets {
-        newtask_pid: field(&newtask, "pid", 4)?,
-        newtask_comm: field(&newtask, "comm", 16)?,
-        newtask_clone_flags: field(&newtask, "clone_flags", 8)?,
         exit_pid: field(&exit, "pid", 4)?,
         exit_group_dead: field(&exit, "group_dead", 1)?,
         rename_pid: field(&rename, "pid", 4)?,
@@ -66,7 +62,15 @@ pub fn offsets(tracefs: &Path) -> Result<Offsets> {
         regs_arg0: btf.offset("pt_regs", "di", 8)?,
         regs_arg2: btf.offset("pt_regs", "dx", 8)?,
         regs_nr: btf.offset("pt_regs", "orig_ax", 8)?,
-        _pad: 0,
+        task_thread_pid: btf.offset("task_struct", "thread_pid", 8)?,
+        task_comm: btf.offset("task_struct", "comm", 16)?,
+        task_group_leader: btf.offset("task_struct", "group_leader", 8)?,
+        pid_level: btf.offset("pid", "level", 4)?,
+        // A flexible array (size 0) in today's kernels, one element in older ones.
+        pid_numbers: (btf.offset("pid", "numbers", 0))
+            .or_else(|_| btf.offset("pid", "numbers", 16))?,
+        upid_size: btf.size_of("upid")?,
+        upid_ns: btf.offset("upid", "ns", 8)?,
     })
 }
 
