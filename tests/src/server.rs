@@ -89,6 +89,8 @@ pub struct ServerOptions {
     /// Serve from the Go server (`goworker/main.go`: a goroutine per connection, stripped
     /// binary; only `sleep_us` applies; its function is `main.handle`).
     pub go: bool,
+    /// Start the server in this cgroup v2 directory (it enters it before it executes).
+    pub cgroup: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -104,6 +106,7 @@ impl Default for ServerOptions {
             max_requests: None,
             processes: None,
             go: false,
+            cgroup: None,
         }
     }
 }
@@ -145,7 +148,17 @@ impl Server {
                 (path, Some(tmp))
             }
         };
-        let mut cmd = Command::new(&bin);
+        let mut cmd = match &opts.cgroup {
+            None => Command::new(&bin),
+            Some(cg) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(r#"echo $$ > "$CGROUP_PROCS" && exec "$0" "$@""#)
+                    .arg(&bin)
+                    .env("CGROUP_PROCS", cg.join("cgroup.procs"));
+                c
+            }
+        };
         cmd.args(["--sleep-us", &opts.sleep_us.to_string()]);
         // The Go server has no other option (Go's flag package takes --name as -name).
         if !opts.go {

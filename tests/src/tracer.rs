@@ -22,8 +22,21 @@ pub fn start_tracer_writing(
     extra: &[&str],
     file: impl Fn() -> Option<PathBuf>,
 ) -> Child {
+    start_tracer_on(subcommand, &["--pid", &pid.to_string()], out, extra, file)
+}
+
+/// [`start_tracer_writing`] for any target (`--pid PID`, `--cgroup PATH`).
+pub fn start_tracer_on(
+    subcommand: &str,
+    target: &[&str],
+    out: &Path,
+    extra: &[&str],
+    file: impl Fn() -> Option<PathBuf>,
+) -> Child {
     let mut child = Command::new(tracer_bin())
-        .args([subcommand, "--quiet", "--pid", &pid.to_string(), "-o"])
+        .args([subcommand, "--quiet"])
+        .args(target)
+        .arg("-o")
         .arg(out)
         .args(extra)
         .stdout(Stdio::null())

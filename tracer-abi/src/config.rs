@@ -106,6 +106,11 @@ pub struct Config {
     /// 1: the recorder runs in a PID namespace other than the kernel's first (a container):
     /// recorded ids are translated to that namespace's, through `NS_IDS`.
     pub pidns: u32,
+    /// 1: a cgroup is traced (map `CGROUP`): a process in it or one of its descendants is
+    /// traced from its first system call there, whenever it entered it.
+    pub cgroup: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
 }
 
 impl Config {
@@ -115,6 +120,8 @@ impl Config {
         sample_every: 0,
         inherit: 1,
         pidns: 0,
+        cgroup: 0,
+        _pad: 0,
     };
 }
 
@@ -144,5 +151,5 @@ crate::records::exact_layout! {
     NsIds { u32, u32 }
     NsSelf { u64, u32, u32 }
     Offsets { [u32; 19] }
-    Config { u32, u32, u32, u32 }
+    Config { u32, u32, u32, u32, u32, u32 }
 }

@@ -36,10 +36,11 @@ mod usdt;
 mod programs {
     use aya_ebpf::{
         bindings::{BPF_ANY, BPF_RB_NO_WAKEUP},
-        btf_maps::{Array, ArrayOfMaps, HashMap, PerCpuArray, RingBuf},
+        btf_maps::{Array, ArrayOfMaps, CgroupArray, HashMap, PerCpuArray, RingBuf},
         helpers::{
             bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_get_attach_cookie,
-            generated::bpf_get_smp_processor_id, generated::bpf_ktime_get_ns,
+            generated::bpf_get_current_task, generated::bpf_get_smp_processor_id,
+            generated::bpf_ktime_get_ns,
         },
         macros::{btf_map, btf_tracepoint, raw_tracepoint, tracepoint, uprobe, uretprobe},
         programs::{
@@ -76,6 +77,10 @@ mod programs {
 
     #[btf_map]
     static COUNTERS: PerCpuArray<u64, { counter::COUNT as usize }> = PerCpuArray::new();
+
+    /// The traced cgroup, with `Config::cgroup` (its directory, set by the recorder).
+    #[btf_map]
+    static CGROUP: CgroupArray<1> = CgroupArray::new();
 
     /// Tracepoint field and kernel structure offsets; the recorder sets them from tracefs
     /// and BTF before loading.
@@ -412,14 +417,15 @@ mod programs {
         }
         let (tgid, tid) = current();
         if counting() {
-            let Some(t) = counted(tid, tstate::RUNNING, || is_traced_tgid(tgid)) else {
+            let traced = || is_traced_tgid(tgid) || joined(tgid, tid);
+            let Some(t) = counted(tid, tstate::RUNNING, traced) else {
                 return 0;
             };
             stat::sys_enter(t, now());
             if !sampled(tid) {
                 return 0;
             }
-        } else if !is_traced_tgid(tgid) {
+        } else if !is_traced_tgid(tgid) && !joined(tgid, tid) {
             return 0;
         }
         let regs: *const u8 = ctx.arg(0);
@@ -431,6 +437,44 @@ mod programs {
             arg2: kernel_field(regs, kernel_offset!(regs_arg2)),
         });
         0
+    }
+
+    /// With a traced cgroup: whether the current thread, not traced yet, is in it (it
+    /// entered it, as `podman exec` puts a process in a container), and if so, traces it
+    /// from now on, saying so with a new-task record of its own.
+    #[inline(always)]
+    fn joined(tgid: u32, tid: u32) -> bool {
+        config().cgroup != 0 && join_cgroup(tgid, tid)
+    }
+
+    /// [`joined`] past its first test: a function of its own (a BPF call), whose record
+    /// would not fit in the stack of `sys_enter` beside its own.
+    #[inline(never)]
+    fn join_cgroup(tgid: u32, tid: u32) -> bool {
+        let c = config();
+        // By the cgroup itself, not its id at a level: right in a cgroup namespace too.
+        if CGROUP.current_task_under_cgroup(0) != Ok(true) {
+            return false;
+        }
+        hint(tid);
+        hint(tgid);
+        let _ = TGIDS.insert(tgid, 1, BPF_ANY as u64);
+        if TIDS.insert(tid, tgid, BPF_ANY as u64).is_err() {
+            bump(counter::THREADS_FULL);
+        }
+        let mut seen = NsIds { tid, tgid };
+        if c.pidns != 0 {
+            // SAFETY: helper without preconditions.
+            let task = unsafe { bpf_get_current_task() } as *const u8;
+            seen = crate::pidns::learn(task, tid);
+        }
+        emit(NewTask {
+            h: header(tid, kind::NEW_TASK),
+            child_tid: seen.tid,
+            child_tgid: seen.tgid,
+            comm: bpf_get_current_comm().unwrap_or_default(),
+        });
+        true
     }
 
     /// `sys_exit(struct pt_regs *regs, long ret)`; the call's number is in the registers.
@@ -583,8 +627,7 @@ mod programs {
         let task: *const u8 = ctx.arg(0);
         let flags: u64 = ctx.arg(1);
         let child: u32 = kernel_field(task, kernel_offset!(task_pid));
-        let thread = flags & CLONE_THREAD != 0;
-        let child_tgid = if thread {
+        let child_tgid = if flags & CLONE_THREAD != 0 {
             tgid
         } else if config().inherit != 0 {
             child
@@ -600,15 +643,13 @@ mod programs {
         if child_tgid != tgid {
             let _ = TGIDS.insert(child_tgid, 1, BPF_ANY as u64);
         }
-        let (mut seen_child, mut seen_child_tgid) = (child, child_tgid);
+        let mut seen_child = NsIds {
+            tid: child,
+            tgid: child_tgid,
+        };
         if config().pidns != 0 {
-            // The child's id in the recorder's namespace, known from now on.
-            seen_child = crate::pidns::learn(task, child, thread.then(|| seen_tgid(tid, tgid)));
-            seen_child_tgid = if thread {
-                seen_tgid(tid, tgid)
-            } else {
-                seen_child
-            };
+            // The child's ids in the recorder's namespace, known from now on.
+            seen_child = crate::pidns::learn(task, child);
         }
         // The name, two aligned words: direct loads are 8 bytes at most.
         let comm_at = kernel_offset!(task_comm);
@@ -619,8 +660,8 @@ mod programs {
         comm[8..].copy_from_slice(&hi.to_ne_bytes());
         emit(NewTask {
             h: header(tid, kind::NEW_TASK),
-            child_tid: seen_child,
-            child_tgid: seen_child_tgid,
+            child_tid: seen_child.tid,
+            child_tgid: seen_child.tgid,
             comm,
         });
         0

@@ -79,23 +79,28 @@ fn own_namespace() -> Option<NsSelf> {
     Some(NsSelf { ns, level, set: 1 })
 }
 
-/// A task a traced one just created (`task`, the kernel's `tid`): its id in the recorder's
-/// namespace, remembered; `tgid`: its process's there when it is a thread (a new process
-/// is its own). 0 when it is not in that namespace.
+/// A task that becomes traced (`task`, the kernel's `tid`): its ids in the recorder's
+/// namespace, remembered (zeros when it is not in that namespace).
 #[inline(always)]
-pub fn learn(task: *const u8, tid: u32, tgid: Option<u32>) -> u32 {
+pub fn learn(task: *const u8, tid: u32) -> NsIds {
     let Some(me) = NS_SELF.get(0).filter(|m| m.set != 0) else {
-        return 0;
+        return NsIds::default();
     };
-    let Some(id) = id_in(task as u64, me) else {
-        return 0;
-    };
-    let ids = NsIds {
-        tid: id,
-        tgid: tgid.unwrap_or(id),
+    let Some(ids) = ids_in(task as u64, me) else {
+        return NsIds::default();
     };
     let _ = NS_IDS.insert(tid, ids, BPF_ANY as u64);
-    id
+    ids
+}
+
+/// The ids of the task at `task` and of its process in namespace `me`.
+#[inline(always)]
+fn ids_in(task: u64, me: &NsSelf) -> Option<NsIds> {
+    let tid = id_in(task, me)?;
+    let tgid = read::<u64>(task + offsets().task_group_leader as u64)
+        .and_then(|leader| id_in(leader, me))
+        .unwrap_or(tid);
+    Some(NsIds { tid, tgid })
 }
 
 /// `iter/task`: every task of the machine once; those of the recorder's namespace (the
@@ -123,14 +128,12 @@ pub fn ns_ids(ctx: *mut c_void) -> i32 {
     if task == 0 {
         return 0;
     }
-    let o = offsets();
-    let (Some(kernel_tid), Some(tid)) = (read::<u32>(task + o.task_pid as u64), id_in(task, &me))
-    else {
+    let (Some(kernel_tid), Some(ids)) = (
+        read::<u32>(task + offsets().task_pid as u64),
+        ids_in(task, &me),
+    ) else {
         return 0;
     };
-    let tgid = read::<u64>(task + o.task_group_leader as u64)
-        .and_then(|leader| id_in(leader, &me))
-        .unwrap_or(tid);
-    let _ = NS_IDS.insert(kernel_tid, NsIds { tid, tgid }, BPF_ANY as u64);
+    let _ = NS_IDS.insert(kernel_tid, ids, BPF_ANY as u64);
     0
 }

@@ -137,6 +137,31 @@ impl Probes {
         Ok(())
     }
 
+    /// A process that entered a traced cgroup: every probe in a file it maps (its
+    /// executable, its libraries) is attached to it.
+    pub fn adopt_newcomer(&mut self, kernel: &mut Kernel, pid: u32) -> Result<()> {
+        self.by_process.entry(pid).or_default();
+        self.executed(kernel, pid)
+    }
+
+    /// A traced process executed a program (or entered a traced cgroup): the probes in
+    /// the files it maps now that it does not have yet are attached. Its libraries are
+    /// mapped by its loader a moment after the program: those mapped later are missed.
+    pub fn executed(&mut self, kernel: &mut Kernel, pid: u32) -> Result<()> {
+        let Some(has) = self.by_process.get(&pid) else {
+            return Ok(());
+        };
+        let missing: Vec<usize> = (0..self.resolved.len())
+            .filter(|&i| !has.iter().any(|a| a.0 == i as u32 + 1))
+            .filter(|&i| crate::procfs::maps_file(pid, self.resolved[i].point.binary()))
+            .collect();
+        for i in missing {
+            // One that exited already has nothing left to probe.
+            let _ = self.attach_one(kernel, i, pid);
+        }
+        Ok(())
+    }
+
     /// Forgets a process that exited.
     pub fn exited(&mut self, pid: u32) {
         self.by_process.remove(&pid);

@@ -161,6 +161,11 @@ pub struct Target {
     /// Trace the given processes only, not their descendants (their threads still).
     #[arg(long)]
     pub no_inherit: bool,
+    /// Trace every process of a cgroup v2 and its descendants (a container, a systemd
+    /// service, a pod): those in it now and those that enter it later. PATH is absolute or
+    /// relative to the cgroup v2 mount (system.slice/nginx.service).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<String>,
     /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
     #[arg(short, long = "uprobe", value_name = "SPEC")]
     pub uprobes: Vec<String>,
@@ -196,8 +201,8 @@ impl Target {
         stat: Option<stat::StatOptions>,
         empty_probes: bool,
     ) -> Result<RecordOptions> {
-        if self.pids.is_empty() && self.command.is_empty() {
-            bail!("nothing to trace: give --pid PID or a command after --");
+        if self.pids.is_empty() && self.command.is_empty() && self.cgroup.is_none() {
+            bail!("nothing to trace: give --pid PID, --cgroup PATH or a command after --");
         }
         if self.rotate.is_some_and(|r| r < Duration::from_secs(1)) {
             bail!("--rotate must be at least 1s (files are named by the second)");
@@ -223,6 +228,7 @@ impl Target {
             rotate,
             trigger: None,
             inherit: !self.no_inherit,
+            cgroup: self.cgroup,
         })
     }
 }

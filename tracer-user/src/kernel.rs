@@ -311,6 +311,17 @@ impl Kernel {
             .with_context(|| format!("describing the arguments of USDT probe {id}"))
     }
 
+    /// Traces the cgroup whose directory is open as `dir`: a process in it is traced from
+    /// its first system call there.
+    pub fn trace_cgroup(&mut self, dir: &std::fs::File) -> Result<()> {
+        let map =
+            (self.ebpf().map_mut("CGROUP")).context("map CGROUP missing from the eBPF object")?;
+        let mut cgroups: aya::maps::CgroupArray<&mut MapData> = map.try_into()?;
+        cgroups
+            .set(0, dir.as_fd(), 0)
+            .context("putting the cgroup in the kernel filter")
+    }
+
     /// Adds a process (by the recorder's id for it) to the filter: its system calls and
     /// new threads are recorded. False when it is gone.
     pub fn trace_process(&mut self, tgid: u32) -> Result<bool> {

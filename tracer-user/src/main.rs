@@ -3,6 +3,7 @@
 
 mod attach;
 mod btf;
+mod cgroup;
 mod cli;
 mod clock;
 mod drain;

@@ -147,6 +147,26 @@ fn resolve_one(
     Ok(out)
 }
 
+/// Targets for `pids`, one per executable: the others running it get its probes.
+pub fn by_executable(pids: &[u32]) -> Vec<Target> {
+    let mut out: Vec<(ExeId, Target)> = Vec::new();
+    for &pid in pids {
+        let exe = procfs::exe_identity(pid);
+        match out.iter_mut().find(|(e, _)| e.is_some() && *e == exe) {
+            Some((_, t)) => t.same_exe.push(pid),
+            None => out.push((
+                exe,
+                Target {
+                    pid: Some(pid),
+                    target: symbolizer::Target::Pid(pid),
+                    same_exe: Vec::new(),
+                },
+            )),
+        }
+    }
+    out.into_iter().map(|(_, t)| t).collect()
+}
+
 /// A process's executable file (device, inode), when /proc tells.
 type ExeId = Option<(u64, u64)>;
 

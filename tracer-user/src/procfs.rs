@@ -201,3 +201,19 @@ pub fn in_child_pid_namespace() -> Result<bool> {
         .context("reading /proc/self/ns/pid (is /proc mounted?)")?;
     Ok(ns.ino() != INIT_PID_NS)
 }
+
+/// Whether process `pid` maps the file `path` (its executable or a library).
+pub fn maps_file(pid: u32, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(path) else {
+        return false;
+    };
+    let (major, minor) = (libc::major(m.dev()), libc::minor(m.dev()));
+    let want = (format!("{major:02x}:{minor:02x}"), m.ino().to_string());
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    // ADDRESS PERMS OFFSET DEV INODE PATH
+    maps.lines().any(|l| {
+        let mut f = l.split_whitespace().skip(3);
+        matches!((f.next(), f.next()), (Some(dev), Some(ino)) if dev == want.0 && ino == want.1)
+    })
+}

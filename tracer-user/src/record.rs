@@ -48,6 +48,8 @@ pub struct RecordOptions {
     /// Trace the processes the traced ones create (and those they created before), not
     /// only their threads.
     pub inherit: bool,
+    /// Trace a cgroup v2: the processes in it and those that enter it.
+    pub cgroup: Option<String>,
 }
 
 /// Sleep between drains when the buffers were empty. The programs never wake us: a
@@ -198,8 +200,8 @@ impl Run<'_> {
             }
             if last_check.elapsed() >= Duration::from_millis(100) {
                 last_check = Instant::now();
-                if self.all_exited() {
-                    return Ok("process exited");
+                if let Some(reason) = self.ended() {
+                    return Ok(reason);
                 }
                 self.note_losses()?;
             }
@@ -213,16 +215,35 @@ impl Run<'_> {
     /// Processes created while recording get their probes and their Process chunk; those
     /// gone are forgotten.
     fn follow_tree(&mut self) -> Result<()> {
-        let (forks, exits) = self.tree.take_changes();
-        for fork in &forks {
-            self.s.probes.adopt(&mut self.s.kernel, fork)?;
+        let changes = self.tree.take_changes();
+        for fork in &changes.forks {
+            match fork.parent {
+                Some(_) => self.s.probes.adopt(&mut self.s.kernel, fork)?,
+                // It entered the traced cgroup: the probes of what it runs.
+                None => self
+                    .s
+                    .probes
+                    .adopt_newcomer(&mut self.s.kernel, fork.child)?,
+            }
             let info = procfs::process(fork.child, false);
             self.d.w.meta(ChunkKind::Process, &info)?;
         }
-        for pid in exits {
+        for &pid in &changes.execs {
+            self.s.probes.executed(&mut self.s.kernel, pid)?;
+        }
+        for pid in changes.exits {
             self.s.probes.exited(pid);
         }
         Ok(())
+    }
+
+    /// Why the recording ends by itself, if it does now: a traced cgroup removed, or
+    /// every traced process gone.
+    fn ended(&mut self) -> Option<&'static str> {
+        match &self.s.cgroup {
+            Some(cg) => (!cg.exists()).then_some("cgroup removed"),
+            None => self.all_exited().then_some("process exited"),
+        }
     }
 
     /// True once every traced process is gone (and the launched command reaped). The
@@ -276,7 +297,10 @@ impl Run<'_> {
 /// One drained record, as the tree and the mode need to see it.
 #[inline]
 fn see(mode: &mut Mode, tree: &mut Tree, names: &mut Names, ts: u64, tid: u32, event: &Event) {
-    if matches!(event, Event::NewTask { .. } | Event::Exit { .. }) {
+    if matches!(
+        event,
+        Event::NewTask { .. } | Event::Exit { .. } | Event::Exec { .. }
+    ) {
         tree.see(ts, tid, event);
     }
     match mode {

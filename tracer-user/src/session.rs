@@ -9,6 +9,7 @@ use trace_file::{Probe, ThreadInfo, TraceHeader};
 
 use crate::{
     attach::Probes,
+    cgroup::Cgroup,
     clock,
     files::{segment_path, Preamble, TraceWriter},
     kernel::Kernel,
@@ -27,8 +28,10 @@ pub struct Session {
     pub watch: Option<Watch>,
     /// Which process has which probes.
     pub probes: Probes,
-    /// The processes traced from the start (given and launched).
+    /// The processes traced from the start (given, launched, in the cgroup).
     pub pids: Vec<u32>,
+    /// The cgroup traced, if one is.
+    pub cgroup: Option<Cgroup>,
     pub launched: Option<Launched>,
     /// Their threads when the filter was seeded.
     pub threads: Vec<ThreadInfo>,
@@ -77,6 +80,18 @@ impl Session {
                 same_exe: Vec::new(),
             });
         }
+        // A cgroup's processes are targets as --pid's are, resolved once per executable.
+        let cgroup = opts.cgroup.as_deref().map(Cgroup::open).transpose()?;
+        let members = cgroup.as_ref().map(Cgroup::processes).unwrap_or_default();
+        if let Some(cg) = &cgroup {
+            if members.is_empty() && !opts.uprobes.is_empty() {
+                bail!(
+                    "cgroup {} has no process now to find the functions of -u in",
+                    cg.path.display()
+                );
+            }
+        }
+        roots.extend(probes::by_executable(&members));
         let mut resolved = probes::resolve_all(&opts.uprobes, &roots, opts.allow_multiple)?;
         if opts.stat.is_some() {
             probes::countable(&resolved)?;
@@ -96,8 +111,13 @@ impl Session {
             sample_every: opts.stat.map_or(0, |s| s.sample_every),
             inherit: opts.inherit as u32,
             pidns: crate::procfs::in_child_pid_namespace()? as u32,
+            cgroup: cgroup.is_some() as u32,
+            _pad: 0,
         };
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
+        if let Some(cg) = &cgroup {
+            kernel.trace_cgroup(&cg.dir)?;
+        }
 
         let launched = match &launch_target {
             Some(program) => Some(Launched::spawn(program, &opts.command)?),
@@ -108,6 +128,12 @@ impl Session {
         for &pid in &pids {
             if !kernel.trace_process(pid)? {
                 bail!("process {pid} exited before it could be traced");
+            }
+        }
+        for &pid in &members {
+            // One that left meanwhile is not traced; one that enters is found by the kernel.
+            if !pids.contains(&pid) && kernel.trace_process(pid)? {
+                pids.push(pid);
             }
         }
         // Tracepoints first, then the thread list and the descendants: a thread or process
@@ -145,6 +171,7 @@ impl Session {
             watch,
             probes,
             pids,
+            cgroup,
             launched,
             threads,
             seeded_at,

@@ -11,7 +11,8 @@ use trace_file::{Event, ThreadInfo};
 pub struct Fork {
     /// CLOCK_MONOTONIC of its creation.
     pub ts: u64,
-    /// The process that created it, if its thread was known.
+    /// The process that created it, if its thread was known; None for a process that
+    /// entered a traced cgroup (its record is its own).
     pub parent: Option<u32>,
     pub child: u32,
 }
@@ -29,6 +30,19 @@ pub struct Tree {
     forks: Vec<Fork>,
     /// Processes gone since then.
     exits: Vec<u32>,
+    /// Processes that executed a new program since then.
+    execs: Vec<u32>,
+}
+
+/// What changed in the tree since the last look.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Processes created.
+    pub forks: Vec<Fork>,
+    /// Processes gone.
+    pub exits: Vec<u32>,
+    /// Processes that executed a new program (it may have probes of its own).
+    pub execs: Vec<u32>,
 }
 
 impl Tree {
@@ -54,15 +68,24 @@ impl Tree {
                 child_tgid,
                 ..
             } => {
+                let parent = match tid == child_tid {
+                    true => None,
+                    false => self.tgid_of.get(&tid).copied(),
+                };
                 self.tgid_of.insert(child_tid, child_tgid);
                 self.threads += 1;
-                if child_tid == child_tgid && self.live.insert(child_tgid) {
+                if self.live.insert(child_tgid) {
                     self.processes += 1;
                     self.forks.push(Fork {
                         ts,
-                        parent: self.tgid_of.get(&tid).copied(),
+                        parent,
                         child: child_tgid,
                     });
+                }
+            }
+            Event::Exec { .. } => {
+                if let Some(&tgid) = self.tgid_of.get(&tid) {
+                    self.execs.push(tgid);
                 }
             }
             Event::Exit { tgid, group_dead } => {
@@ -75,12 +98,13 @@ impl Tree {
         }
     }
 
-    /// The processes created, and those gone, since the last call.
-    pub fn take_changes(&mut self) -> (Vec<Fork>, Vec<u32>) {
-        (
-            std::mem::take(&mut self.forks),
-            std::mem::take(&mut self.exits),
-        )
+    /// What changed since the last call.
+    pub fn take_changes(&mut self) -> Changes {
+        Changes {
+            forks: std::mem::take(&mut self.forks),
+            exits: std::mem::take(&mut self.exits),
+            execs: std::mem::take(&mut self.execs),
+        }
     }
 
     /// Processes alive as far as the records tell.
@@ -119,13 +143,21 @@ mod tests {
         t.see(6, 11, &new(20, 20));
         t.see(7, 20, &new(21, 20));
         assert_eq!((t.processes, t.threads), (2, 4));
-        let (forks, exits) = t.take_changes();
+        let Changes { forks, exits, .. } = t.take_changes();
         assert_eq!(forks.len(), 1);
         assert_eq!(
             (forks[0].ts, forks[0].parent, forks[0].child),
             (6, Some(10), 20)
         );
-        assert!(exits.is_empty() && t.take_changes().0.is_empty());
+        assert!(exits.is_empty() && t.take_changes().forks.is_empty());
+        // A process that entered a traced cgroup says so itself, with no parent; a thread
+        // of a process not seen yet brings its process.
+        t.see(9, 30, &new(30, 30));
+        t.see(9, 41, &new(41, 40));
+        let forks = t.take_changes().forks;
+        let got: Vec<_> = forks.iter().map(|f| (f.parent, f.child)).collect();
+        assert_eq!(got, [(None, 30), (None, 40)]);
+        assert_eq!((t.processes, t.threads), (4, 6));
         t.see(
             8,
             21,
@@ -143,7 +175,15 @@ mod tests {
                 group_dead: true,
             },
         );
-        assert_eq!(t.live().iter().copied().collect::<Vec<_>>(), [10]);
-        assert_eq!(t.take_changes().1, [20]);
+        assert_eq!(t.live().iter().copied().collect::<Vec<_>>(), [10, 30, 40]);
+        t.see(
+            10,
+            30,
+            &Event::Exec {
+                comm: Comm::default(),
+            },
+        );
+        let changes = t.take_changes();
+        assert_eq!((changes.exits, changes.execs), (vec![20], vec![30]));
     }
 }
