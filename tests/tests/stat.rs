@@ -449,3 +449,76 @@ fn rotated_files_are_complete_and_add_up() {
     let left = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(left, 2);
 }
+
+/// Uprobe sessions count every call at its entry whatever share is timed; the timed calls'
+/// latencies, from a second counter attached to the same server at the same time with
+/// every call timed, agree: the same log2 bucket for p50, p99 within one.
+#[test]
+fn counts_are_exact_at_any_sampling_and_sampled_latencies_agree_with_exact_ones() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        workers: 4,
+        sleep_us: 1000,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let probes = ["-u", "handle_request", "-u", "render_response"];
+    let runs: Vec<(String, Child)> = ["1", "7", "64"]
+        .into_iter()
+        .map(|n| {
+            let out = dir.path().join(format!("every-{n}.stat"));
+            let mut extra = vec!["--time-every", n];
+            extra.extend(probes);
+            (n.to_string(), start_stat_with(server.pid(), &out, &extra))
+        })
+        .collect();
+    let report = load(server.port(), 8, 150, 256, 4, Duration::from_secs(60));
+    let stats = server.stats().unwrap();
+    let mut summaries = Vec::new();
+    for (n, child) in runs {
+        stop_tracer(child);
+        let out = dir.path().join(format!("every-{n}.stat"));
+        let f = read(&out);
+        assert_eq!(calls(&f, 1), stats.handle_request, "--time-every {n}");
+        assert_eq!(calls(&f, 2), stats.render_response, "--time-every {n}");
+        let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+        let timed = s.function("handle_request").unwrap().timed_calls;
+        let every: u64 = n.parse().unwrap();
+        // One call in N per function and CPU: within a call per CPU of calls / N.
+        let cpus = f.header.cpus as u64;
+        assert!(
+            timed.abs_diff(stats.handle_request / every) <= cpus,
+            "--time-every {n}: {timed} timed of {}",
+            stats.handle_request
+        );
+        summaries.push(s);
+    }
+    server.stop().unwrap();
+    assert_eq!(report.errors, 0);
+    let exact = summaries[0].function("handle_request").unwrap().clone();
+    assert!(!exact.estimated && exact.timed_calls == exact.calls);
+    for s in &summaries[1..] {
+        let f = s.function("handle_request").unwrap();
+        assert!(f.estimated);
+        assert_eq!(
+            f.p50_ns, exact.p50_ns,
+            "p50 of {} timed calls",
+            f.timed_calls
+        );
+        let ratio = f.p99_ns as f64 / exact.p99_ns as f64;
+        assert!(
+            (0.5..=2.0).contains(&ratio),
+            "p99 {} vs exact {}",
+            f.p99_ns,
+            exact.p99_ns
+        );
+        // The estimated total time, scaled from the timed calls, is the exact one's
+        // within the spread of a 1 ms sleep.
+        let r = f.inclusive_ns as f64 / exact.inclusive_ns as f64;
+        assert!(
+            (0.8..=1.25).contains(&r),
+            "estimated total {r:.3} of the exact"
+        );
+    }
+}

@@ -230,6 +230,8 @@ fn window(i: u64, with_hist: bool) -> StatWindow {
         functions: vec![FuncWindow {
             id: 1,
             calls: 10 + i,
+            // The newer windows say how many calls were timed.
+            timed: with_hist.then_some(3),
             errors: 1,
             total_ns: 123_456,
             hist: (0..32).map(|b| u64::from(b % 5 == 0)).collect(),

@@ -162,14 +162,25 @@ pub struct StatWindow {
 pub struct FuncWindow {
     /// Probe-table id.
     pub id: u32,
-    /// Calls that returned in the window.
+    /// Calls in the window (entered, with uprobe sessions; returned, without).
     pub calls: u64,
-    /// Calls that returned a negative value.
+    /// Of those, the calls timed (their returns probed), which `errors`, `total_ns` and
+    /// `hist` are about; absent (files before 2026-11-24, or every call timed): all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed: Option<u64>,
+    /// Timed calls that returned a negative value.
     pub errors: u64,
-    /// Time spent in those calls, callees included.
+    /// Time spent in the timed calls, callees included.
     pub total_ns: u64,
     /// Their durations, in log2 buckets of nanoseconds.
     pub hist: Vec<u64>,
+}
+
+impl FuncWindow {
+    /// The calls timed.
+    pub fn timed_calls(&self) -> u64 {
+        self.timed.unwrap_or(self.calls)
+    }
 }
 
 /// log2 of the lower bound, in ns, of the first bucket of [`ThreadWindow::wait_hist`].

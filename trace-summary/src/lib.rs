@@ -383,6 +383,18 @@ pub struct FunctionStats {
     /// Inclusive time as a percentage of the session's duration (over 100 when several
     /// threads run it at once).
     pub session_pct: f64,
+    /// Calls timed. Below `calls` (`tracer stat --time-every N`), the times, errors and
+    /// percentiles are estimates from these calls: the totals scaled by
+    /// `calls / timed_calls`, the percentiles and mean those of the timed calls.
+    pub timed_calls: u64,
+    /// With estimates, the 95% confidence interval of `p50_ns` (order statistics of the
+    /// timed calls), ns.
+    pub p50_ci_ns: Option<[u64; 2]>,
+    /// The same for `p99_ns`.
+    pub p99_ci_ns: Option<[u64; 2]>,
+    /// Some figures are estimates from a sample of the calls (timed calls, or calls
+    /// recorded in full for the state split): flagged `estimated`.
+    pub estimated: bool,
     /// System calls made while it was on the stack (in it or its callees).
     pub syscalls: Vec<InnerSyscall>,
     /// A Go function: its calls are paired by goroutine, and its running / ready /

@@ -142,6 +142,13 @@ pub fn summarize_stat(inputs: &[PathBuf], salvage: bool) -> Result<Summary, Erro
         }
     }
     summary.total = total.section(None);
+    for f in (summary.total.functions.iter()).filter(|f| f.timed_calls < f.calls) {
+        let [lo, hi] = f.p99_ci_ns.unwrap_or_default();
+        summary.notes.push(format!(
+            "{}: time, errors and latencies estimated from {} timed calls of {} (p99 {} ns, 95% interval {lo}..{hi} ns)",
+            f.name, f.timed_calls, f.calls, f.p99_ns
+        ));
+    }
     estimate_from_samples(inputs, salvage, &mut summary)?;
     summary.window_ns = files
         .iter()
@@ -185,6 +192,7 @@ impl Acc {
                     ..Default::default()
                 });
             s.calls += fw.calls;
+            s.timed_calls += fw.timed_calls();
             s.errors_negative += fw.errors;
             s.errors = s.errors_negative;
             s.inclusive_ns += fw.total_ns;
@@ -269,6 +277,7 @@ impl Acc {
                 let mut s = s.clone();
                 s.file = file;
                 finish_hist(&s.hist.clone(), &mut s);
+                estimate(&mut s);
                 s.session_pct = if duration > 0 {
                     100.0 * s.inclusive_ns as f64 / duration as f64
                 } else {
@@ -309,8 +318,35 @@ impl Acc {
     }
 }
 
+/// A function timed on a sample of its calls: totals scaled by calls / timed calls, and the
+/// confidence intervals of its percentiles.
+fn estimate(s: &mut FunctionStats) {
+    let (n, all) = (s.timed_calls, s.calls);
+    if n == 0 || n >= all {
+        return;
+    }
+    let scale = |v: u64| (v as u128 * all as u128 / n as u128) as u64;
+    s.inclusive_ns = scale(s.inclusive_ns);
+    s.self_ns = scale(s.self_ns);
+    s.errors_negative = scale(s.errors_negative);
+    s.errors_nonzero = scale(s.errors_nonzero);
+    s.errors = scale(s.errors);
+    // Ranks within 1.96 standard deviations of the binomial around q n.
+    let ci = |q: f64| {
+        let half = 1.96 * (q * (1.0 - q) / n as f64).sqrt();
+        [
+            s.hist.quantile((q - half).max(0.0)),
+            s.hist.quantile((q + half).min(1.0)),
+        ]
+    };
+    s.p50_ci_ns = Some(ci(0.5));
+    s.p99_ci_ns = Some(ci(0.99));
+    s.estimated = true;
+}
+
 fn finish_hist(h: &Histogram, s: &mut FunctionStats) {
-    s.mean_ns = s.inclusive_ns / s.calls.max(1);
+    // The mean of the timed calls (all of them, without sampling).
+    s.mean_ns = s.inclusive_ns / s.timed_calls.max(1);
     s.min_ns = h.min();
     s.p50_ns = h.quantile(0.50);
     s.p90_ns = h.quantile(0.90);
@@ -346,7 +382,7 @@ fn estimate_from_samples(
         f.ready_ns = scale(s.ready_ns);
         f.blocked_ns = scale(s.blocked_ns);
         f.io_ns = scale(s.io_ns);
-        f.flags.push("estimated");
+        f.estimated = true;
         summary.notes.push(format!(
             "{}: state split estimated from {} sampled calls of {}",
             f.name, s.calls, f.calls

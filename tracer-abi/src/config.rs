@@ -109,8 +109,9 @@ pub struct Config {
     /// 1: a cgroup is traced (map `CGROUP`): a process in it or one of its descendants is
     /// traced from its first system call there, whenever it entered it.
     pub cgroup: u32,
-    /// Zero: the padding, explicit.
-    pub _pad: u32,
+    /// Counting mode with uprobe sessions: every call is counted at its entry and one in
+    /// this many per function (per CPU) is timed, its return probed (1: every one).
+    pub time_every: u32,
 }
 
 impl Config {
@@ -121,7 +122,7 @@ impl Config {
         inherit: 1,
         pidns: 0,
         cgroup: 0,
-        _pad: 0,
+        time_every: 1,
     };
 }
 

@@ -13,11 +13,13 @@ pub const HIST_BUCKETS: usize = 32;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct FuncStat {
-    /// Calls.
+    /// Calls (with uprobe sessions, counted at entry: every call).
     pub calls: u64,
-    /// Calls whose return value, as a signed integer, was negative.
+    /// Calls timed: their returns were probed (every call without sampling).
+    pub timed: u64,
+    /// Timed calls whose return value, as a signed integer, was negative.
     pub errors: u64,
-    /// Time in them.
+    /// Time in the timed calls.
     pub total_ns: u64,
     /// Their durations, in log2 buckets ([`HIST_BUCKETS`]).
     pub hist: [u64; HIST_BUCKETS],
@@ -107,7 +109,7 @@ pub struct ThreadSched {
 }
 
 crate::records::exact_layout! {
-    FuncStat { u64, u64, u64, [u64; HIST_BUCKETS] }
+    FuncStat { u64, u64, u64, u64, [u64; HIST_BUCKETS] }
     SysStat { u64, u64, u64, u64 }
     ThreadStat { [u64; 4], u64, u64, u64, u64, u64, u64, u64, [u32; WAIT_BUCKETS] }
     ThreadSched { u64, u32, u32, u64, u64, u32, u32, [u64; MAX_DEPTH], [u32; MAX_DEPTH], ThreadStat }

@@ -315,6 +315,70 @@ mod programs {
         0
     }
 
+    // Kernel functions the uprobe session program calls (6.18's prototypes); the recorder
+    // turns the calls into kfunc calls by their BTF ids before loading.
+    extern "C" {
+        fn bpf_session_is_return() -> bool;
+        fn bpf_session_cookie() -> *mut u64;
+    }
+
+    /// Counting mode's function probe: a uprobe session, one program for a call's entry
+    /// and its return. The entry counts every call and asks for the return of the calls
+    /// it times (and of those `--sample` records in full); the return times them from
+    /// the entry's stamp in the session's cookie. Without the `#[uprobe]` macro, which
+    /// returns 0 ("probe the return") whatever the function says.
+    #[no_mangle]
+    #[link_section = "uprobe"]
+    pub fn func_session(ctx: *mut core::ffi::c_void) -> u32 {
+        let ctx = ProbeContext::new(ctx);
+        // SAFETY: helpers reading this program's attach cookie and session cookie.
+        let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        let stamp = unsafe { bpf_session_cookie() };
+        let (tgid, tid) = current();
+        // SAFETY: a kfunc without preconditions in a session program.
+        if unsafe { bpf_session_is_return() } {
+            // SAFETY: the session's cookie, written by this call's entry; the saved
+            // registers of the return.
+            let (start, ret) = unsafe { (*stamp, (*ctx.regs).rax) };
+            if stat::session_return(tid, func, start, ret, now()) {
+                emit(FuncExit {
+                    h: header(tid, kind::FUNC_EXIT),
+                    func,
+                    _pad: 0,
+                    ret,
+                });
+            }
+            return 0;
+        }
+        // Links on a program's own executable are machine-wide: count its traced
+        // processes only (forks are traced before they run; see `Probes`).
+        if !is_traced_tgid(tgid) {
+            return 1;
+        }
+        let c = config();
+        let chosen = stat::session_entry(tid, func, c.time_every, c.sample_every);
+        if chosen.recorded {
+            emit(FuncEntry {
+                h: header(tid, kind::FUNC_ENTRY),
+                func,
+                _pad: 0,
+            });
+        }
+        if !chosen.timed {
+            return 1;
+        }
+        // SAFETY: the session's cookie, read back by this call's return.
+        unsafe { *stamp = now() };
+        0
+    }
+
+    /// The kernel's floor for a session: an entry that never asks for the return.
+    #[no_mangle]
+    #[link_section = "uprobe"]
+    pub fn func_session_empty(_ctx: *mut core::ffi::c_void) -> u32 {
+        1
+    }
+
     /// Per probe-table id of a USDT probe, how to read its arguments; set by the recorder.
     #[btf_map]
     static USDT_SPECS: Array<UsdtSpec, { MAX_FUNCS as usize }> = Array::new();

@@ -167,19 +167,79 @@ pub fn func_exit(tid: u32, func: u32, ret: u64, now: u64, sample_every: u32) -> 
                 (i < MAX_DEPTH && (*t).func_id[i] == func).then(|| (*t).func_start[i])
             }
         };
-        if let (Some(start), Some(s)) = (start, FUNC_STATS.get_ptr_mut(func)) {
-            let dt = now.saturating_sub(start);
-            // SAFETY: per-CPU slot.
-            unsafe {
-                (*s).calls += 1;
-                (*s).errors += ((ret as i64) < 0) as u64;
-                (*s).total_ns += dt;
-                (*s).hist[log2_bucket(dt)] += 1;
+        if let Some(start) = start {
+            if let Some(s) = FUNC_STATS.get_ptr_mut(func) {
+                // SAFETY: per-CPU slot.
+                unsafe { (*s).calls += 1 };
             }
+            timed(func, now.saturating_sub(start), ret);
         }
     }
     // SAFETY: a value of our own map.
     if sample_every != 0 && SAMPLED.get_ptr(tid).is_some_and(|f| unsafe { *f } == func) {
+        let _ = SAMPLED.remove(tid);
+        return true;
+    }
+    false
+}
+
+/// A timed call of `func` that took `dt` and returned `ret`.
+#[inline(always)]
+fn timed(func: u32, dt: u64, ret: u64) {
+    if let Some(s) = FUNC_STATS.get_ptr_mut(func) {
+        // SAFETY: per-CPU slot.
+        unsafe {
+            (*s).timed += 1;
+            (*s).errors += ((ret as i64) < 0) as u64;
+            (*s).total_ns += dt;
+            (*s).hist[log2_bucket(dt)] += 1;
+        }
+    }
+}
+
+/// What a session's entry decided for a call.
+pub struct Chosen {
+    /// Its return is probed: it is timed.
+    pub timed: bool,
+    /// It is recorded in full (`--sample`).
+    pub recorded: bool,
+}
+
+/// A session's entry into `func` by `tid`: the call is counted, and one in `time_every`
+/// (per CPU) is timed, one in `sample_every` (if not 0) recorded in full.
+#[inline(always)]
+pub fn session_entry(tid: u32, func: u32, time_every: u32, sample_every: u32) -> Chosen {
+    let Some(s) = FUNC_STATS.get_ptr_mut(func) else {
+        return Chosen {
+            timed: false,
+            recorded: false,
+        };
+    };
+    // SAFETY: per-CPU slot.
+    let n = unsafe {
+        (*s).calls += 1;
+        (*s).calls
+    };
+    let every = |k: u32| k != 0 && n % k as u64 == 1 % k as u64;
+    let recorded = every(sample_every) && !sampled(tid);
+    if recorded {
+        let _ = SAMPLED.insert(tid, func, BPF_ANY as u64);
+    }
+    Chosen {
+        timed: every(time_every) || recorded,
+        recorded,
+    }
+}
+
+/// A session's return from a timed call of `func` entered at `start`; true when the
+/// call was recorded in full (its exit is recorded too).
+#[inline(always)]
+pub fn session_return(tid: u32, func: u32, start: u64, ret: u64, now: u64) -> bool {
+    if start != 0 {
+        timed(func, now.saturating_sub(start), ret);
+    }
+    // SAFETY: a value of our own map.
+    if SAMPLED.get_ptr(tid).is_some_and(|f| unsafe { *f } == func) {
         let _ = SAMPLED.remove(tid);
         return true;
     }

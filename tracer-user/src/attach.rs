@@ -13,6 +13,7 @@ use crate::{
     clock,
     kernel::{Kernel, Prog},
     probes::{Point, Resolved},
+    procfs,
     tree::Fork,
 };
 
@@ -23,6 +24,12 @@ type Attached = Vec<(u32, u64, u64)>;
 pub struct Probes {
     resolved: Vec<Resolved>,
     inherit: bool,
+    /// Probes attached as machine-wide uprobe sessions (the programs keep to traced
+    /// processes): every process has them, forks included, from the start.
+    everywhere: std::collections::HashSet<usize>,
+    /// Probes attached as uprobe sessions of one process each, which its forks do not
+    /// inherit.
+    per_process: std::collections::HashSet<usize>,
     by_process: HashMap<u32, Attached>,
     /// Processes that got probes after they had started (calls before were not seen).
     pub late: u64,
@@ -44,6 +51,8 @@ impl Probes {
         let mut p = Probes {
             resolved,
             inherit,
+            everywhere: Default::default(),
+            per_process: Default::default(),
             by_process: HashMap::new(),
             late: 0,
             uncertain: 0,
@@ -72,28 +81,45 @@ impl Probes {
     fn attach_one(&mut self, kernel: &mut Kernel, i: usize, pid: u32) -> Result<()> {
         let (id, inherit) = (i as u32 + 1, self.inherit);
         let start = clock::monotonic_ns();
-        let mut at = |prog, offset, ref_ctr| {
-            let binary = self.resolved[i].point.binary();
-            kernel.attach_probe(prog, binary, offset, ref_ctr, id, pid, inherit)
+        let point = &self.resolved[i].point;
+        let binary = point.binary().to_path_buf();
+        let sessions = kernel.sessions();
+        let mut at = |prog, offset, ref_ctr, pid| {
+            kernel.attach_probe(prog, &binary, offset, ref_ctr, id, pid, inherit)
         };
-        // Returns first: a call whose entry is recorded then always has its return probed,
-        // where the other order leaves the calls entered in between open until the end.
-        match &self.resolved[i].point {
+        match point {
+            // Counting mode, a session: machine-wide on a process's own executable (the
+            // program keeps to traced processes), so its forks are counted before they
+            // run; in a library, for this process only, since a machine-wide probe there
+            // would trap every process on the machine.
+            Point::Function(f) if f.language != Language::Go && sessions => {
+                if procfs::exe_identity(pid) == file_identity(&binary) {
+                    if self.everywhere.insert(i) {
+                        at(Prog::Session, f.file_offset, None, 0)?;
+                    }
+                } else {
+                    self.per_process.insert(i);
+                    at(Prog::Session, f.file_offset, None, pid)?;
+                }
+            }
+            // Returns first: a call whose entry is recorded then always has its return
+            // probed, where the other order leaves the calls entered in between open
+            // until the end.
             Point::Function(f) => match &f.exit {
                 Exit::Returns(rets) if f.language == Language::Go => {
                     for &r in rets {
-                        at(Prog::GoReturn, r, None)?;
+                        at(Prog::GoReturn, r, None, pid)?;
                     }
-                    at(Prog::GoEntry, f.file_offset, None)?;
+                    at(Prog::GoEntry, f.file_offset, None, pid)?;
                 }
                 _ => {
-                    at(Prog::Return, f.file_offset, None)?;
-                    at(Prog::Entry, f.file_offset, None)?;
+                    at(Prog::Return, f.file_offset, None, pid)?;
+                    at(Prog::Entry, f.file_offset, None, pid)?;
                 }
             },
             Point::Usdt(u) => {
                 let sem = (u.semaphore_offset != 0).then_some(u.semaphore_offset);
-                at(Prog::Usdt, u.file_offset, sem)?;
+                at(Prog::Usdt, u.file_offset, sem, pid)?;
             }
         }
         let end = clock::monotonic_ns();
@@ -117,7 +143,9 @@ impl Probes {
         let mut missing = Vec::new();
         let mut uncertain = false;
         for &(id, start, end) in parent {
-            if fork.ts > end {
+            if self.per_process.contains(&(id as usize - 1)) {
+                missing.push(id);
+            } else if fork.ts > end {
                 inherited.push((id, 0, 0));
             } else if fork.ts < start {
                 missing.push(id);
@@ -153,7 +181,7 @@ impl Probes {
         };
         let missing: Vec<usize> = (0..self.resolved.len())
             .filter(|&i| !has.iter().any(|a| a.0 == i as u32 + 1))
-            .filter(|&i| crate::procfs::maps_file(pid, self.resolved[i].point.binary()))
+            .filter(|&i| procfs::maps_file(pid, self.resolved[i].point.binary()))
             .collect();
         for i in missing {
             // One that exited already has nothing left to probe.
@@ -166,4 +194,11 @@ impl Probes {
     pub fn exited(&mut self, pid: u32) {
         self.by_process.remove(&pid);
     }
+}
+
+/// A file's (device, inode), as `procfs::exe_identity` gives a process's executable.
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.dev(), m.ino()))
 }

@@ -80,6 +80,14 @@ pub enum Command {
         /// Also record 1 call in N of each function in full detail.
         #[arg(long, value_name = "N", default_value_t = 0)]
         sample: u32,
+        /// Count every call, time 1 in N per function (latencies, errors and time are
+        /// then estimates from those, scaled by the exact counts).
+        #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+        time_every: u32,
+        /// Time every call (--time-every 1): exact latencies, at the cost of a return
+        /// probe per call.
+        #[arg(long, conflicts_with = "time_every")]
+        exact_latency: bool,
     },
     /// Print a trace file's records as text, one per line.
     Dump {

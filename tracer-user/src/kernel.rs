@@ -1,7 +1,10 @@
 //! The kernel side of a recording: loading the eBPF programs, the per-CPU ring buffers,
 //! the filter of traced threads, and the loss counters.
 
-use std::{os::fd::AsFd, path::Path};
+use std::{
+    os::fd::{AsFd, OwnedFd},
+    path::Path,
+};
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
@@ -49,6 +52,9 @@ pub enum Prog {
     GoReturn,
     /// A USDT probe.
     Usdt,
+    /// Counting mode: a function's entry and, when the entry asks, its return (a uprobe
+    /// session).
+    Session,
 }
 
 /// Loaded programs and the maps the recorder talks to.
@@ -76,6 +82,9 @@ pub struct Kernel {
     uprobe_events: crate::uprobe::Events,
     /// In a container's PID namespace, how ids translate (see tracer-ebpf's `pidns`).
     pidns: Option<PidNs>,
+    /// Counting mode's uprobe session programs (timing and empty), when the kernel has
+    /// sessions: loaded by `sessions`, outside aya.
+    sessions: Option<[OwnedFd; 2]>,
 }
 
 /// The kernel's ids of the tasks of the recorder's PID namespace, which the filter needs:
@@ -132,9 +141,26 @@ impl Kernel {
         if config.pidns == 0 {
             loader.map_max_entries("NS_IDS", 1);
         }
+        let btf = Btf::from_sys_fs()
+            .map_err(|e| anyhow!("reading the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"))?;
+        let object = crate::sessions::patch_kfunc_calls(OBJECT, &btf)?;
         let mut ebpf = loader
-            .load(OBJECT)
+            .load(&object)
             .map_err(|e| anyhow!("loading the eBPF programs failed: {e}"))?;
+        // Before any map leaves `ebpf`: the session programs share them.
+        let sessions = match config.stat_mode {
+            0 => None,
+            _ => {
+                let load = |name| crate::sessions::load(&object, &ebpf, name);
+                match (load("func_session"), load("func_session_empty")) {
+                    (Ok(a), Ok(b)) => Some([a, b]),
+                    (Err(e), _) | (_, Err(e)) => {
+                        eprintln!("tracer: warning: {e:#}: every call of a probed function has its return probed (uretprobes)");
+                        None
+                    }
+                }
+            }
+        };
         let mut take = |name: &str| {
             ebpf.take_map(name)
                 .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
@@ -185,6 +211,7 @@ impl Kernel {
             skipped_at_stop: 0,
             uprobe_events: crate::uprobe::Events::new(tracefs),
             pidns,
+            sessions,
         })
     }
 
@@ -251,6 +278,12 @@ impl Kernel {
         Ok(p.try_into()?)
     }
 
+    /// Whether functions are probed with uprobe sessions (counting mode, when the kernel
+    /// has them).
+    pub fn sessions(&self) -> bool {
+        self.sessions.is_some()
+    }
+
     /// Records of probes that do nothing (`--empty-probes`): the kernel's own cost.
     pub fn empty_probes(&mut self, empty: bool) {
         self.empty_probes = empty;
@@ -271,6 +304,16 @@ impl Kernel {
         pid: u32,
         inherit: bool,
     ) -> Result<()> {
+        if prog == Prog::Session {
+            let programs = self
+                .sessions
+                .as_ref()
+                .context("uprobe sessions are not loaded")?;
+            let program = &programs[self.empty_probes as usize];
+            let link = crate::sessions::link(program, binary, &[offset], &[id as u64], pid)?;
+            self.links.push(Box::new(link));
+            return Ok(());
+        }
         let name = match (prog, self.empty_probes) {
             (Prog::Return, true) => "func_exit_empty",
             (_, true) => "func_entry_empty",
@@ -279,6 +322,7 @@ impl Kernel {
             (Prog::GoEntry, false) => "go_entry",
             (Prog::GoReturn, false) => "go_exit",
             (Prog::Usdt, false) => "usdt",
+            (Prog::Session, false) => unreachable!("sessions are attached above"),
         };
         let p: &mut UProbe = self.program(name)?;
         if p.fd().is_err() {

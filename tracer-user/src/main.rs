@@ -16,6 +16,7 @@ mod probes;
 mod procfs;
 mod record;
 mod session;
+mod sessions;
 mod stat;
 mod status;
 mod tracefs;
@@ -85,11 +86,14 @@ fn run(cli: Cli) -> Result<()> {
             output,
             interval,
             sample,
+            time_every,
+            exact_latency,
         } => {
             let output = output.unwrap_or_else(|| "tracer.stat".into());
             let stat = stat::StatOptions {
                 interval,
                 sample_every: sample,
+                time_every: if exact_latency { 1 } else { time_every },
             };
             let opts = target.options(output, Some(stat), false)?;
             if opts.rotate.is_some_and(|r| r.every < interval) {

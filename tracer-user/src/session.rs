@@ -112,7 +112,7 @@ impl Session {
             inherit: opts.inherit as u32,
             pidns: crate::procfs::in_child_pid_namespace()? as u32,
             cgroup: cgroup.is_some() as u32,
-            _pad: 0,
+            time_every: opts.stat.map_or(1, |s| s.time_every),
         };
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
         if let Some(cg) = &cgroup {

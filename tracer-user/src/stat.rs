@@ -25,6 +25,8 @@ pub struct StatOptions {
     pub interval: Duration,
     /// Record 1 call in N of each function in full (0: never).
     pub sample_every: u32,
+    /// Time 1 call in N of each function (with uprobe sessions; 1: every call).
+    pub time_every: u32,
 }
 
 /// Cumulative figures of one thread, open interval included.
@@ -149,18 +151,22 @@ impl Counting {
                 hist: vec![0; HIST_BUCKETS],
                 ..Default::default()
             };
+            let mut timed = 0;
             for s in per_cpu.iter() {
                 total.calls += s.calls;
+                timed += s.timed;
                 total.errors += s.errors;
                 total.total_ns += s.total_ns;
                 for (t, h) in total.hist.iter_mut().zip(s.hist.iter()) {
                     *t += h;
                 }
             }
+            total.timed = Some(timed);
             let prev = self.funcs.insert(p.id, total.clone()).unwrap_or_default();
             let d = FuncWindow {
                 id: p.id,
                 calls: total.calls - prev.calls,
+                timed: Some(timed - prev.timed.unwrap_or(0)),
                 errors: total.errors - prev.errors,
                 total_ns: total.total_ns - prev.total_ns,
                 hist: if prev.hist.is_empty() {

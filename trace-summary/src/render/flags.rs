@@ -25,6 +25,9 @@ pub(super) fn function_flags(f: &FunctionStats, t: &Thresholds) -> Vec<&'static 
     if ratio(f.ready_ns, inside) > t.ready_ratio {
         v.push("ready");
     }
+    if f.estimated {
+        v.push("estimated");
+    }
     v
 }
 
