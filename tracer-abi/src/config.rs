@@ -112,6 +112,10 @@ pub struct Config {
     /// Counting mode with uprobe sessions: every call is counted at its entry and one in
     /// this many per function (per CPU) is timed, its return probed (1: every one).
     pub time_every: u32,
+    /// 1: only the system calls set in map `SYSCALLS` are traced (`--syscalls`).
+    pub syscall_filter: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
 }
 
 impl Config {
@@ -123,6 +127,8 @@ impl Config {
         pidns: 0,
         cgroup: 0,
         time_every: 1,
+        syscall_filter: 0,
+        _pad: 0,
     };
 }
 
@@ -152,5 +158,5 @@ crate::records::exact_layout! {
     NsIds { u32, u32 }
     NsSelf { u64, u32, u32 }
     Offsets { [u32; 19] }
-    Config { u32, u32, u32, u32, u32, u32 }
+    Config { u32, u32, u32, u32, u32, u32, u32, u32 }
 }

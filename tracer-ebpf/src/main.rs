@@ -78,6 +78,16 @@ mod programs {
     #[btf_map]
     static COUNTERS: PerCpuArray<u64, { counter::COUNT as usize }> = PerCpuArray::new();
 
+    /// With `Config::syscall_filter`, the system calls traced: a byte per number.
+    #[btf_map]
+    static SYSCALLS: Array<u8, { MAX_SYSCALLS as usize }> = Array::new();
+
+    /// Whether system call `nr` is one of those traced.
+    #[inline(always)]
+    fn wanted(nr: u32) -> bool {
+        config().syscall_filter == 0 || SYSCALLS.get(nr).is_some_and(|b| *b != 0)
+    }
+
     /// The traced cgroup, with `Config::cgroup` (its directory, set by the recorder).
     #[btf_map]
     static CGROUP: CgroupArray<1> = CgroupArray::new();
@@ -480,6 +490,13 @@ mod programs {
             return 0;
         }
         let (tgid, tid) = current();
+        if !wanted(nr as u32) {
+            // Not a call to trace: it still tells that a process entered the cgroup.
+            if config().cgroup != 0 && !is_traced_tgid(tgid) {
+                joined(tgid, tid);
+            }
+            return 0;
+        }
         if counting() {
             let traced = || is_traced_tgid(tgid) || joined(tgid, tid);
             let Some(t) = counted(tid, tstate::RUNNING, traced) else {
@@ -546,7 +563,7 @@ mod programs {
     pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
         let regs: *const u8 = ctx.arg(0);
         let nr: i64 = kernel_field(regs, kernel_offset!(regs_nr));
-        if nr < 0 || nr as u32 == SYS_URETPROBE {
+        if nr < 0 || nr as u32 == SYS_URETPROBE || !wanted(nr as u32) {
             return 0;
         }
         let (tgid, tid) = current();

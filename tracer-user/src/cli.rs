@@ -5,7 +5,11 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
-use crate::{files::Rotation, record::RecordOptions, stat};
+use crate::{
+    files::Rotation,
+    record::{Events, RecordOptions},
+    stat,
+};
 
 #[derive(Parser)]
 #[command(
@@ -88,6 +92,9 @@ pub enum Command {
         /// probe per call.
         #[arg(long, conflicts_with = "time_every")]
         exact_latency: bool,
+        /// Attach programs that do nothing (benchmarks: the kernel's own cost).
+        #[arg(long, hide = true)]
+        empty_probes: bool,
     },
     /// Print a trace file's records as text, one per line.
     Dump {
@@ -174,6 +181,14 @@ pub struct Target {
     /// relative to the cgroup v2 mount (system.slice/nginx.service).
     #[arg(long, value_name = "PATH")]
     pub cgroup: Option<String>,
+    /// Event classes: calls, sched, syscalls, comma-separated, or all (default); one left
+    /// out is not attached and costs nothing.
+    #[arg(long, default_value = "all", value_parser = |s: &str| s.parse::<Events>())]
+    pub events: Events,
+    /// Only these system calls (names or numbers, comma-separated), e.g.
+    /// read,write,accept4.
+    #[arg(long, value_name = "LIST", value_parser = parse_syscalls)]
+    pub syscalls: Option<SyscallList>,
     /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
     #[arg(short, long = "uprobe", value_name = "SPEC")]
     pub uprobes: Vec<String>,
@@ -218,6 +233,12 @@ impl Target {
         if self.keep == Some(0) {
             bail!("--keep must be at least 1");
         }
+        if !self.events.calls && !self.uprobes.is_empty() {
+            bail!("-u probes calls, which --events leaves out");
+        }
+        if !self.events.syscalls && self.syscalls.is_some() {
+            bail!("--syscalls chooses system calls, which --events leaves out");
+        }
         let rotate = self.rotate.map(|every| Rotation {
             every,
             keep: self.keep.unwrap_or(0),
@@ -232,11 +253,17 @@ impl Target {
             force: self.force,
             quiet: self.quiet,
             empty_probes,
-            stat,
+            // Thread states are followed only with the scheduler's events.
+            stat: stat.map(|s| stat::StatOptions {
+                states: self.events.sched,
+                ..s
+            }),
             rotate,
             trigger: None,
             inherit: !self.no_inherit,
             cgroup: self.cgroup,
+            events: self.events,
+            syscalls: self.syscalls.map(|l| l.0),
         })
     }
 }
@@ -285,6 +312,25 @@ impl View {
             thresholds,
         })
     }
+}
+
+/// System calls by number, as `--syscalls` names them.
+#[derive(Clone, Debug)]
+pub struct SyscallList(pub Vec<u32>);
+
+/// `read,write,288`: system calls by name or number.
+fn parse_syscalls(s: &str) -> Result<SyscallList, String> {
+    s.split(',')
+        .map(str::trim)
+        .map(|c| {
+            c.parse::<u32>()
+                .ok()
+                .filter(|&n| n < tracer_abi::MAX_SYSCALLS)
+                .or_else(|| tracer_abi::syscalls::number(c))
+                .ok_or_else(|| format!("`{c}` is not a system call of this machine"))
+        })
+        .collect::<Result<_, _>>()
+        .map(SyscallList)
 }
 
 /// A point in a trace, from its start: like [`parse_duration`], and 0 is allowed.

@@ -13,6 +13,8 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
 };
 use rustc_hash::FxHashMap;
+
+use crate::record::Events;
 use tracer_abi::{
     counter, Config, FuncStat, NsIds, Offsets, SysStat, ThreadSched, UsdtSpec, ID_HINT_SLOTS,
     MAX_CPUS, RING_BYTES,
@@ -28,16 +30,20 @@ const TRACEPOINTS: [(&str, &str, &str); 3] = [
     ("sched_process_exec", "sched", "sched_process_exec"),
 ];
 
-/// BTF (raw) tracepoints attached for every recording; each program has the tracepoint's
-/// name.
-const BTF_TRACEPOINTS: [&str; 6] = [
-    "task_newtask",
-    "sched_switch",
-    "sched_wakeup",
-    "sched_wakeup_new",
-    "sys_enter",
-    "sys_exit",
-];
+/// BTF (raw) tracepoints; each program has the tracepoint's name. Which are attached
+/// depends on the event classes recorded: (program, whether it is attached).
+fn btf_tracepoints(events: Events, cgroup: bool) -> [(&'static str, bool); 6] {
+    [
+        // Lifetimes: the filter follows new threads and processes whatever is recorded.
+        ("task_newtask", true),
+        ("sched_switch", events.sched),
+        ("sched_wakeup", events.sched),
+        ("sched_wakeup_new", events.sched),
+        // A process entering a traced cgroup is found at its first system call.
+        ("sys_enter", events.syscalls || cgroup),
+        ("sys_exit", events.syscalls),
+    ]
+}
 
 /// The uprobe programs, by what they are attached to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,7 +227,12 @@ impl Kernel {
 
     /// Attaches the scheduler, system call and lifetime tracepoints; `empty` attaches
     /// programs that do nothing instead, to measure the kernel's own cost.
-    pub fn attach_tracepoints(&mut self, empty: bool) -> Result<()> {
+    pub fn attach_tracepoints(&mut self, empty: bool, events: Events, cgroup: bool) -> Result<()> {
+        let btf_tracepoints = btf_tracepoints(events, cgroup);
+        let attached = btf_tracepoints
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(p, _)| *p);
         for (prog, category, event) in TRACEPOINTS {
             let prog = if empty { "tracepoint_empty" } else { prog };
             let p: &mut TracePoint = self.program(prog)?;
@@ -237,8 +248,8 @@ impl Kernel {
         }
         if empty {
             // The kernel's path to a BTF tracepoint program is a raw tracepoint's: one
-            // empty raw program stands for all five.
-            for event in BTF_TRACEPOINTS {
+            // empty raw program stands for them all.
+            for event in attached {
                 let p: &mut RawTracePoint = self.program("raw_tracepoint_empty")?;
                 if p.fd().is_err() {
                     p.load()
@@ -254,7 +265,7 @@ impl Kernel {
         }
         let btf = Btf::from_sys_fs()
             .map_err(|e| anyhow!("reading the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"))?;
-        for event in BTF_TRACEPOINTS {
+        for event in attached {
             let p: &mut BtfTracePoint = self.program(event)?;
             p.load(event, &btf)
                 .map_err(|e| anyhow!("the kernel refused program {event}: {e}"))?;
@@ -353,6 +364,18 @@ impl Kernel {
         specs
             .set(id, spec, 0)
             .with_context(|| format!("describing the arguments of USDT probe {id}"))
+    }
+
+    /// Traces only system calls `numbers` (with `Config::syscall_filter`).
+    pub fn trace_syscalls(&mut self, numbers: &[u32]) -> Result<()> {
+        let map = (self.ebpf().map_mut("SYSCALLS")).context("map SYSCALLS missing")?;
+        let mut wanted: Array<&mut MapData, u8> = map.try_into()?;
+        for &nr in numbers {
+            wanted
+                .set(nr, 1, 0)
+                .with_context(|| format!("system call {nr} is beyond the filter's table"))?;
+        }
+        Ok(())
     }
 
     /// Traces the cgroup whose directory is open as `dir`: a process in it is traced from

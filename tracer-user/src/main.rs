@@ -88,14 +88,16 @@ fn run(cli: Cli) -> Result<()> {
             sample,
             time_every,
             exact_latency,
+            empty_probes,
         } => {
             let output = output.unwrap_or_else(|| "tracer.stat".into());
             let stat = stat::StatOptions {
                 interval,
                 sample_every: sample,
                 time_every: if exact_latency { 1 } else { time_every },
+                states: true,
             };
-            let opts = target.options(output, Some(stat), false)?;
+            let opts = target.options(output, Some(stat), empty_probes)?;
             if opts.rotate.is_some_and(|r| r.every < interval) {
                 bail!("--rotate must be at least the interval (a file ends with a window)");
             }

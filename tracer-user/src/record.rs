@@ -50,6 +50,58 @@ pub struct RecordOptions {
     pub inherit: bool,
     /// Trace a cgroup v2: the processes in it and those that enter it.
     pub cgroup: Option<String>,
+    /// The event classes recorded or counted.
+    pub events: Events,
+    /// Only these system calls (numbers), when given.
+    pub syscalls: Option<Vec<u32>>,
+}
+
+/// The classes of events recorded or counted (`--events`); one that is off is not
+/// attached, so it costs nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Events {
+    /// Probed functions and USDT probes.
+    pub calls: bool,
+    /// Thread states, switches and wakeups.
+    pub sched: bool,
+    /// System calls.
+    pub syscalls: bool,
+}
+
+impl Events {
+    /// Every class.
+    pub const ALL: Events = Events {
+        calls: true,
+        sched: true,
+        syscalls: true,
+    };
+}
+
+impl std::str::FromStr for Events {
+    type Err = String;
+
+    /// `calls,sched,syscalls` (any of them), or `all`.
+    fn from_str(s: &str) -> Result<Events, String> {
+        let mut e = Events {
+            calls: false,
+            sched: false,
+            syscalls: false,
+        };
+        for class in s.split(',').map(str::trim) {
+            match class {
+                "calls" => e.calls = true,
+                "sched" => e.sched = true,
+                "syscalls" => e.syscalls = true,
+                "all" => e = Events::ALL,
+                _ => {
+                    return Err(format!(
+                        "unknown event class `{class}` (calls, sched, syscalls or all)"
+                    ))
+                }
+            }
+        }
+        Ok(e)
+    }
 }
 
 /// Sleep between drains when the buffers were empty. The programs never wake us: a

@@ -113,10 +113,16 @@ impl Session {
             pidns: crate::procfs::in_child_pid_namespace()? as u32,
             cgroup: cgroup.is_some() as u32,
             time_every: opts.stat.map_or(1, |s| s.time_every),
+            // Without system calls but with a cgroup, sys_enter only finds newcomers.
+            syscall_filter: (opts.syscalls.is_some() || !opts.events.syscalls) as u32,
+            _pad: 0,
         };
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
         if let Some(cg) = &cgroup {
             kernel.trace_cgroup(&cg.dir)?;
+        }
+        if let Some(numbers) = &opts.syscalls {
+            kernel.trace_syscalls(numbers)?;
         }
 
         let launched = match &launch_target {
@@ -139,7 +145,7 @@ impl Session {
         // Tracepoints first, then the thread list and the descendants: a thread or process
         // created in between is caught by task_newtask (its process is already in the
         // filter) and listed by /proc as well.
-        kernel.attach_tracepoints(opts.empty_probes)?;
+        kernel.attach_tracepoints(opts.empty_probes, opts.events, cgroup.is_some())?;
         if opts.inherit {
             let descendants = trace_descendants(&mut kernel, &pids)?;
             probes::extend_to(

@@ -27,6 +27,8 @@ pub struct StatOptions {
     pub sample_every: u32,
     /// Time 1 call in N of each function (with uprobe sessions; 1: every call).
     pub time_every: u32,
+    /// Thread states are followed (the scheduler's events are counted).
+    pub states: bool,
 }
 
 /// Cumulative figures of one thread, open interval included.
@@ -248,11 +250,11 @@ impl Counting {
                 ],
                 wait_hist: s.wait_hist,
             };
-            if e.exited == 0 {
+            if e.exited != 0 {
+                gone.push((kernel_tid, tid));
+            } else if self.opts.states {
                 // The interval in progress counts up to now.
                 t.state_ns[(e.state & 3) as usize] += now.saturating_sub(e.since);
-            } else {
-                gone.push((kernel_tid, tid));
             }
             let prev = self.threads.insert(tid, t).unwrap_or_default();
             let d = |i: usize| t.state_ns[i].saturating_sub(prev.state_ns[i]);

@@ -36,6 +36,10 @@ pub fn run(only: Option<&str>) -> Result<()> {
         println!("\n== tracer stat against the CPU cost of a request ({ROUNDS} rounds of {LOAD_SECS}s each, interleaved)");
         stat_by_request_cost(&tracer, &dir)?;
     }
+    if wanted("classes") {
+        println!("\n== tracer stat by event class, beside empty programs ({ROUNDS} rounds of {LOAD_SECS}s each, interleaved)");
+        stat_by_class(&tracer, &dir)?;
+    }
     if wanted("probe") {
         println!("\n== cost of a probed call (uprobe + uretprobe)");
         probe_cost(&tracer, &dir)?;
@@ -110,6 +114,8 @@ enum Mode {
     /// Empty programs on the two handlers' uprobes and uretprobes only (bpftrace): the
     /// part of that floor the function probes take.
     UprobeFloor,
+    /// `tracer stat --events CLASSES`, with programs that do nothing when `empty`.
+    StatClasses(&'static str, bool),
 }
 
 /// What `tracer stat` counts, written for bpftrace: calls and latency histograms of the
@@ -208,6 +214,7 @@ fn one_server_run(
         Mode::Stat => "server.stat",
         Mode::Bpftrace | Mode::UprobeFloor => "bpftrace.out",
         Mode::Floor => "floor.trace",
+        Mode::StatClasses(..) => "classes.stat",
         _ => "perf.data",
     });
     let _ = std::fs::remove_file(&out);
@@ -222,6 +229,20 @@ fn one_server_run(
                 c.arg("--empty-probes");
             }
             let c = c.stderr(Stdio::piped()).spawn()?;
+            wait_until(Duration::from_secs(20), || file_len(&out) > 200);
+            Some(c)
+        }
+        Mode::StatClasses(events, empty) => {
+            let mut c = Command::new(tracer);
+            c.args(["stat", "--quiet", "-p", &pid.to_string(), "-i", "1s"])
+                .args(["--events", events]);
+            if events.split(',').any(|c| c == "calls") {
+                c.args(["-u", "handle_request", "-u", "render_response"]);
+            }
+            if empty {
+                c.arg("--empty-probes");
+            }
+            let c = c.arg("-o").arg(&out).stderr(Stdio::piped()).spawn()?;
             wait_until(Duration::from_secs(20), || file_len(&out) > 200);
             Some(c)
         }
@@ -638,6 +659,49 @@ fn convert_vs_perf_script(tracer: &Path, dir: &Path) -> Result<()> {
 /// `tracer stat` adds a fixed cost per request (probes fire per call and per syscall, not
 /// per unit of work), so its throughput ratio depends on what a request costs: shown for
 /// handlers that compute for a known time.
+/// `tracer stat` one event class at a time, each beside empty programs on the same attach
+/// points (what the kernel charges for them whatever the programs do), interleaved.
+fn stat_by_class(tracer: &Path, dir: &Path) -> Result<()> {
+    let classes = ["calls", "sched", "syscalls", "calls,sched,syscalls"];
+    let mut modes = vec![Mode::Untraced];
+    for c in classes {
+        modes.push(Mode::StatClasses(c, false));
+        modes.push(Mode::StatClasses(c, true));
+    }
+    let mut runs: Vec<(Mode, Run)> = vec![];
+    for _ in 0..ROUNDS {
+        for &mode in &modes {
+            let run = one_server_run(tracer, dir, mode, LOAD_SECS, &ServerOptions::default())?;
+            runs.push((mode, run));
+        }
+    }
+    let mean = |m: Mode, f: fn(&Run) -> f64| {
+        let v: Vec<f64> = runs.iter().filter(|r| r.0 == m).map(|r| f(&r.1)).collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let (rate, cpu) = (
+        mean(Mode::Untraced, |r| r.rate),
+        mean(Mode::Untraced, |r| r.cpu_per_req),
+    );
+    println!(
+        "untraced: {rate:.0} requests/s, {:.1} us CPU/request",
+        cpu / 1e3
+    );
+    for c in classes {
+        let (on, floor) = (Mode::StatClasses(c, false), Mode::StatClasses(c, true));
+        let added = |m| (mean(m, |r| r.cpu_per_req) - cpu) / 1e3;
+        println!(
+            "--events {c:<21} throughput ratio {:.3} (+{:.1} us CPU/request); empty programs {:.3} (+{:.1} us); cost / floor {:.2}",
+            mean(on, |r| r.rate) / rate,
+            added(on),
+            mean(floor, |r| r.rate) / rate,
+            added(floor),
+            added(on) / added(floor).max(1e-9),
+        );
+    }
+    Ok(())
+}
+
 fn stat_by_request_cost(tracer: &Path, dir: &Path) -> Result<()> {
     for spin_us in [20, 100, 500] {
         let opts = ServerOptions {
