@@ -333,11 +333,16 @@ pub fn countable(resolved: &[Resolved]) -> Result<()> {
 
 /// `tracer probes`: prints the functions of a process or file that match `pattern`.
 pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> Result<()> {
-    let target = match (pid, path) {
-        (Some(p), None) => symbolizer::Target::Pid(p),
-        (None, Some(p)) => symbolizer::Target::Path(p),
-        _ => bail!("give either --pid PID or --path FILE"),
+    let (target, pattern) = match (pid, path) {
+        (Some(p), None) => (symbolizer::Target::Pid(p), pattern.map(str::to_string)),
+        (None, Some(p)) => (symbolizer::Target::Path(p), pattern.map(str::to_string)),
+        (None, None) => {
+            let (file, rest) = named_file(pattern.unwrap_or_default())?;
+            (symbolizer::Target::Path(file), Some(rest))
+        }
+        (Some(_), Some(_)) => bail!("give either --pid PID or --path FILE"),
     };
+    let pattern = pattern.as_deref();
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if let Some(rest) = pattern.and_then(|p| p.strip_prefix("usdt:")) {
@@ -381,4 +386,36 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
         }
     }
     Ok(())
+}
+
+/// The file a pattern names by itself, as in `bpftrace -l 'uprobe:BIN:GLOB'`: its
+/// PATH_OR_LIB part (`PATH_OR_LIB:GLOB`, `usdt:PATH_OR_LIB:PROVIDER:NAME`) is a file, else
+/// a library of the system's library paths; and the pattern without it.
+fn named_file(pattern: &str) -> Result<(PathBuf, String)> {
+    let pattern = pattern.trim();
+    let (lib, rest) = match pattern.strip_prefix("usdt:") {
+        Some(usdt) => match usdt.rsplitn(3, ':').collect::<Vec<_>>().as_slice() {
+            [name, provider, lib] => (Some(*lib), format!("usdt:{provider}:{name}")),
+            _ => (None, String::new()),
+        },
+        None => {
+            let (lib, glob) = symbolizer::split_spec(pattern);
+            (lib, glob.to_string())
+        }
+    };
+    let Some(lib) = lib.filter(|l| !l.is_empty()) else {
+        bail!("give --pid PID or --path FILE, or name a file or library in the pattern (PATH_OR_LIB:GLOB, usdt:PATH_OR_LIB:PROVIDER:NAME)");
+    };
+    if Path::new(lib).is_file() {
+        return Ok((PathBuf::from(lib), rest));
+    }
+    if lib.contains('/') {
+        bail!("{lib}: no such file");
+    }
+    match symbolizer::system_library(lib)? {
+        Some(file) => Ok((file, rest)),
+        None => bail!(
+            "`{lib}` is neither a file nor a library in the system's library paths; give --pid PID or --path FILE to look among a program's libraries"
+        ),
+    }
 }
