@@ -107,6 +107,8 @@ pub fn resolve_all(
     Ok(out)
 }
 
+const USDT_SPEC: &str = "a USDT spec is usdt:PROVIDER:NAME or usdt:PATH_OR_LIB:PROVIDER:NAME";
+
 /// The attach points of one spec in one target.
 fn resolve_one(
     target: &symbolizer::Target,
@@ -115,10 +117,13 @@ fn resolve_one(
 ) -> Result<Vec<Point>, anyhow::Error> {
     if let Some(usdt) = spec.strip_prefix("usdt:") {
         let parts: Vec<&str> = usdt.split(':').collect();
+        if parts.contains(&"") {
+            bail!("{USDT_SPEC}, none of them empty");
+        }
         let (lib, provider, name) = match parts.as_slice() {
             [provider, name] => (None, *provider, *name),
             [lib, provider, name] => (Some(*lib), *provider, *name),
-            _ => bail!("a USDT spec is usdt:PROVIDER:NAME or usdt:PATH_OR_LIB:PROVIDER:NAME"),
+            _ => bail!("{USDT_SPEC}"),
         };
         let probes = symbolizer::resolve_usdt(target, lib, provider, name)?;
         if let Some(u) = probes.iter().find(|u| u.unsupported.is_some()) {
