@@ -46,6 +46,7 @@ pub use usdt::{
 };
 
 use binary::{Binary, Detail};
+pub use target::system_library;
 use target::Scope;
 
 /// What to look for functions in.
@@ -353,8 +354,9 @@ impl Error {
     }
 }
 
-/// Splits `LIB:FUNC`; `::` inside C++/Rust paths is not a separator.
-fn split_spec(spec: &str) -> (Option<&str>, &str) {
+/// Splits a spec or pattern `LIB:FUNC` into its library (or path) and function;
+/// `::` inside C++/Rust paths is not a separator.
+pub fn split_spec(spec: &str) -> (Option<&str>, &str) {
     let b = spec.as_bytes();
     let mut i = 0;
     while i < b.len() {

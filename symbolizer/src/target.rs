@@ -321,6 +321,62 @@ const STD_DIRS: &[&str] = &[
     "/usr/local/lib",
 ];
 
+/// A library named on its own (`libc`, `libssl.so.3`), with no process or executable
+/// whose libraries to look among (`tracer probes 'libc:mallo*'`), where the dynamic loader
+/// would find it for any program: in ldconfig's cache, else in the standard directories. `Ok(None)`
+/// when there is none; several different files that match are ambiguous unless one is
+/// named exactly.
+pub fn system_library(name: &str) -> Result<Option<PathBuf>, Error> {
+    let mut found: Vec<PathBuf> = ldconfig_cache()
+        .iter()
+        .filter(|(n, _)| lib_matches(name, n))
+        .map(|(_, p)| PathBuf::from(p))
+        .collect();
+    if found.is_empty() {
+        // Outside the cache, development links and linker scripts (`libc.so`) sit beside
+        // the libraries: only ELF files count.
+        for dir in STD_DIRS {
+            let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+            found.extend(
+                entries
+                    .map(|e| e.path())
+                    .filter(|p| lib_matches(name, &p.to_string_lossy()) && is_elf(p)),
+            );
+        }
+    }
+    // Several names (a soname and its development link, /lib and /usr/lib) for one file.
+    let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for p in found {
+        let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        if !files.iter().any(|(_, r)| *r == real) {
+            files.push((p, real));
+        }
+    }
+    match files.len() {
+        0 => Ok(None),
+        1 => Ok(Some(files.swap_remove(0).0)),
+        _ => match files
+            .iter()
+            .find(|(p, _)| basename(&p.to_string_lossy()) == name)
+        {
+            Some((p, _)) => Ok(Some(p.clone())),
+            None => Err(Error::AmbiguousLibrary {
+                lib: name.to_string(),
+                candidates: files.iter().map(|(p, _)| p.display().to_string()).collect(),
+            }),
+        },
+    }
+}
+
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
+}
+
 fn search_lib(name: &str, origin: &Path, runpath: &[String]) -> Option<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);

@@ -1,6 +1,10 @@
-//! Ground truth from /proc: per-thread scheduler accounting, thread names, stolen time.
+//! Ground truth from /proc: per-thread scheduler accounting, thread names, stolen time,
+//! a process's memory.
 
 use std::fs;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::Command;
 
 /// A thread's scheduler statistics from `/proc/PID/task/TID/schedstat`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,4 +68,47 @@ pub fn steal_ns() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     ticks * 1_000_000_000 / hz
+}
+
+/// Where symbol `symbol` of the executable `bin` is in process `pid`'s memory: its
+/// address as `nm` gives it, moved by the load bias, from /proc/PID/maps (where the file's
+/// start is mapped) and `readelf -l` (the address its first segment is linked at).
+pub fn runtime_address(pid: u32, bin: &Path, symbol: &str) -> u64 {
+    let tool = |cmd: &mut Command| {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(out.status.success(), "{cmd:?} failed");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let nm = tool(Command::new("nm").arg(bin));
+    let linked = nm
+        .lines()
+        .find(|l| l.split_whitespace().nth(2) == Some(symbol))
+        .map(|l| hex(l.split_whitespace().next().unwrap()))
+        .unwrap_or_else(|| panic!("nm: no {symbol} in {}", bin.display()));
+    // "  LOAD  0x000000 0x0000000000000000 0x0000000000000000 0x000628 0x000628 R  0x1000"
+    let segments = tool(Command::new("readelf").args(["-lW"]).arg(bin));
+    let first_load = segments
+        .lines()
+        .find(|l| l.trim_start().starts_with("LOAD "))
+        .map(|l| hex(l.split_whitespace().nth(2).unwrap()))
+        .expect("readelf -l: no LOAD segment");
+    let file = fs::canonicalize(bin).unwrap();
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let start = maps
+        .lines()
+        .find(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 6 && f[2] == "00000000" && Path::new(f[5]) == file
+        })
+        .map(|l| hex(l.split('-').next().unwrap()))
+        .unwrap_or_else(|| panic!("{} is not mapped in {pid}:\n{maps}", file.display()));
+    start - first_load + linked
+}
+
+/// `N` bytes of process `pid`'s memory at `addr`, read through /proc/PID/mem.
+pub fn read_memory<const N: usize>(pid: u32, addr: u64) -> std::io::Result<[u8; N]> {
+    let mut buf = [0; N];
+    fs::File::open(format!("/proc/{pid}/mem"))?.read_exact_at(&mut buf, addr)?;
+    Ok(buf)
 }

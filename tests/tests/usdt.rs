@@ -3,6 +3,7 @@
 //! behind a semaphore, checked against the values the fixture passes. Needs root.
 
 use std::process::Command;
+use std::time::Duration;
 
 use trace_file::Event;
 use tracer_tests::*;
@@ -80,4 +81,135 @@ fn usdt_probes_are_listed() {
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[0].contains(":fix:global ") && lines[0].contains("global_counter(%rip)"));
     assert!(lines[1].contains(":fix:guarded ") && lines[1].ends_with(" semaphore"));
+}
+
+/// A probe's semaphore is raised while the tracer has the probe attached and is back to 0
+/// once it stops, read straight from the process's memory; the process runs on.
+#[test]
+fn a_semaphore_is_raised_while_attached_and_cleared_at_stop() {
+    let _serial = serial();
+    let bin = build_usdt_fixture();
+    // A round every millisecond, until killed.
+    let mut fx = Command::new(&bin).args(["5", "0"]).spawn().unwrap();
+    let pid = fx.id();
+    let exe = std::fs::canonicalize(&bin).unwrap();
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe)
+    }));
+    let semaphore = runtime_address(pid, &bin, "fix_guarded_semaphore");
+    let counter = runtime_address(pid, &bin, "global_counter");
+    let sem = || u16::from_ne_bytes(read_memory(pid, semaphore).unwrap());
+    let rounds = || i64::from_ne_bytes(read_memory(pid, counter).unwrap()) / 5;
+    assert_eq!(sem(), 0, "before the tracer");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("u.trace");
+    let tracer = start_tracer("record", pid, &out, &["-u", "usdt:fix:guarded"]);
+    assert!(sem() > 0, "the semaphore while attached");
+    // Two whole rounds while attached: `guarded` fired at least once.
+    let attached = rounds();
+    assert!(wait_until(Duration::from_secs(60), || rounds() >= attached + 2));
+    stop_tracer(tracer);
+    assert_eq!(sem(), 0, "after the tracer stopped");
+    assert!(fx.try_wait().unwrap().is_none(), "the fixture exited");
+    let after = rounds();
+    assert!(wait_until(Duration::from_secs(60), || rounds() > after));
+    fx.kill().unwrap();
+    fx.wait().unwrap();
+
+    let t = read_trace(&out);
+    let id = probe_ids(&out)["fix:guarded"];
+    let hits: Vec<_> = (t.records.iter())
+        .filter_map(|r| match r.event {
+            Event::Usdt { probe, nargs, args } if probe == id => {
+                Some(args[..nargs as usize].to_vec())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!hits.is_empty());
+    assert!(hits.iter().all(|a| a == &[5]), "{:?}", hits[0]);
+}
+
+/// Python's own probe, on a binary nobody here built, behind a semaphore: every call of a
+/// function is recorded, with the line Python gives as the function's first.
+#[test]
+fn python_function_entries_are_recorded_with_their_line() {
+    let _serial = serial();
+    let py = "/usr/bin/python3.11";
+    assert!(
+        std::path::Path::new(py).exists(),
+        "{py} is missing (Debian package python3.11-minimal)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("calls.py");
+    let line_file = dir.path().join("line");
+    // Python 3.11 fires function__entry only while a profile or trace function is set
+    // (CPython issue 98894): the no-op profiler makes it fire on every call.
+    std::fs::write(
+        &script,
+        "import sys\n\
+         \n\
+         def f():\n\
+         \x20   pass\n\
+         \n\
+         sys.setprofile(lambda *event: None)\n\
+         for i in range(1234):\n\
+         \x20   f()\n\
+         sys.setprofile(None)\n\
+         open(sys.argv[1], 'w').write(str(f.__code__.co_firstlineno))\n",
+    )
+    .unwrap();
+    let out = dir.path().join("py.trace");
+    let run = Command::new(tracer_bin())
+        .args(["record", "--quiet", "-o"])
+        .arg(&out)
+        .args([
+            "-u",
+            &format!("usdt:{py}:python:function__entry"),
+            "--",
+            py,
+            "-S",
+            "-I",
+        ])
+        .arg(&script)
+        .arg(&line_file)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let line: u64 = std::fs::read_to_string(&line_file)
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let t = read_trace(&out);
+    assert_eq!(t.lost, 0);
+    let id = probe_ids(&out)["python:function__entry"];
+    // (filename, function name) pointers, line number.
+    let mut by_function: std::collections::HashMap<(u64, u64), Vec<u64>> = Default::default();
+    for r in &t.records {
+        if let Event::Usdt { probe, nargs, args } = r.event {
+            if probe == id {
+                assert_eq!(nargs, 3);
+                by_function
+                    .entry((args[0], args[1]))
+                    .or_default()
+                    .push(args[2]);
+            }
+        }
+    }
+    let f = by_function
+        .values()
+        .max_by_key(|lines| lines.len())
+        .unwrap();
+    assert_eq!(f.len(), 1234, "calls of f");
+    assert!(
+        f.iter().all(|&l| l == line),
+        "f starts at line {line}: {:?}",
+        &f[..3]
+    );
 }

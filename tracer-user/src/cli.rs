@@ -161,7 +161,8 @@ pub enum Command {
         #[arg(long)]
         path: Option<PathBuf>,
         /// Glob over names; `LIB:GLOB` for a library of the process; `usdt:[LIB:]PROVIDER:NAME`
-        /// (globs) for USDT probes.
+        /// (globs) for USDT probes. Without --pid or --path, LIB names the file to list: a
+        /// path, or a library of the system's (`libc:mallo*`).
         pattern: Option<String>,
     },
 }

@@ -107,6 +107,8 @@ pub fn resolve_all(
     Ok(out)
 }
 
+const USDT_SPEC: &str = "a USDT spec is usdt:PROVIDER:NAME or usdt:PATH_OR_LIB:PROVIDER:NAME";
+
 /// The attach points of one spec in one target.
 fn resolve_one(
     target: &symbolizer::Target,
@@ -115,10 +117,13 @@ fn resolve_one(
 ) -> Result<Vec<Point>, anyhow::Error> {
     if let Some(usdt) = spec.strip_prefix("usdt:") {
         let parts: Vec<&str> = usdt.split(':').collect();
+        if parts.contains(&"") {
+            bail!("{USDT_SPEC}, none of them empty");
+        }
         let (lib, provider, name) = match parts.as_slice() {
             [provider, name] => (None, *provider, *name),
             [lib, provider, name] => (Some(*lib), *provider, *name),
-            _ => bail!("a USDT spec is usdt:PROVIDER:NAME or usdt:PATH_OR_LIB:PROVIDER:NAME"),
+            _ => bail!("{USDT_SPEC}"),
         };
         let probes = symbolizer::resolve_usdt(target, lib, provider, name)?;
         if let Some(u) = probes.iter().find(|u| u.unsupported.is_some()) {
@@ -353,11 +358,16 @@ pub fn countable(resolved: &[Resolved]) -> Result<()> {
 
 /// `tracer probes`: prints the functions of a process or file that match `pattern`.
 pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> Result<()> {
-    let target = match (pid, path) {
-        (Some(p), None) => symbolizer::Target::Pid(p),
-        (None, Some(p)) => symbolizer::Target::Path(p),
-        _ => bail!("give either --pid PID or --path FILE"),
+    let (target, pattern) = match (pid, path) {
+        (Some(p), None) => (symbolizer::Target::Pid(p), pattern.map(str::to_string)),
+        (None, Some(p)) => (symbolizer::Target::Path(p), pattern.map(str::to_string)),
+        (None, None) => {
+            let (file, rest) = named_file(pattern.unwrap_or_default())?;
+            (symbolizer::Target::Path(file), Some(rest))
+        }
+        (Some(_), Some(_)) => bail!("give either --pid PID or --path FILE"),
     };
+    let pattern = pattern.as_deref();
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if let Some(rest) = pattern.and_then(|p| p.strip_prefix("usdt:")) {
@@ -401,4 +411,36 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
         }
     }
     Ok(())
+}
+
+/// The file a pattern names by itself, as in `bpftrace -l 'uprobe:BIN:GLOB'`: its
+/// PATH_OR_LIB part (`PATH_OR_LIB:GLOB`, `usdt:PATH_OR_LIB:PROVIDER:NAME`) is a file, else
+/// a library of the system's library paths; and the pattern without it.
+fn named_file(pattern: &str) -> Result<(PathBuf, String)> {
+    let pattern = pattern.trim();
+    let (lib, rest) = match pattern.strip_prefix("usdt:") {
+        Some(usdt) => match usdt.rsplitn(3, ':').collect::<Vec<_>>().as_slice() {
+            [name, provider, lib] => (Some(*lib), format!("usdt:{provider}:{name}")),
+            _ => (None, String::new()),
+        },
+        None => {
+            let (lib, glob) = symbolizer::split_spec(pattern);
+            (lib, glob.to_string())
+        }
+    };
+    let Some(lib) = lib.filter(|l| !l.is_empty()) else {
+        bail!("give --pid PID or --path FILE, or name a file or library in the pattern (PATH_OR_LIB:GLOB, usdt:PATH_OR_LIB:PROVIDER:NAME)");
+    };
+    if Path::new(lib).is_file() {
+        return Ok((PathBuf::from(lib), rest));
+    }
+    if lib.contains('/') {
+        bail!("{lib}: no such file");
+    }
+    match symbolizer::system_library(lib)? {
+        Some(file) => Ok((file, rest)),
+        None => bail!(
+            "`{lib}` is neither a file nor a library in the system's library paths; give --pid PID or --path FILE to look among a program's libraries"
+        ),
+    }
 }

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use trace_file::{ChunkKind, Reader, Trailer};
-use tracer_tests::{build_fixture, load, wait_until, Server, ServerOptions};
+use tracer_tests::{build_fixture, build_go_fixture, load, wait_until, Server, ServerOptions};
 
 use crate::setup::{status, workspace};
 
@@ -41,7 +41,7 @@ pub fn run(only: Option<&str>) -> Result<()> {
         stat_by_class(&tracer, &dir)?;
     }
     if wanted("probe") {
-        println!("\n== cost of a probed call (uprobe + uretprobe)");
+        println!("\n== cost of a probed call: C (uprobe + uretprobe) and Go (entry + RET uprobes), {ROUNDS} rounds interleaved, minimum per mode");
         probe_cost(&tracer, &dir)?;
     }
     if wanted("rate") {
@@ -435,11 +435,20 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs the `calls` fixture, optionally under `tracer record`, returning ns per call.
-fn calls_run(tracer: &Path, dir: &Path, probe: Option<bool>) -> Result<f64> {
-    let bin = build_fixture("calls");
-    let mut fx = Command::new(&bin)
-        .arg("2000000")
+/// A program calling a probed function in a loop: `calls` (C) or `gocalls` (Go).
+struct Calls {
+    bin: std::path::PathBuf,
+    /// The `-u` spec of its probed function.
+    spec: &'static str,
+    /// Calls per run, enough for a run of seconds when probed.
+    calls: &'static str,
+}
+
+/// Runs a [`Calls`] program, optionally under `tracer record` (`Some(true)`: with empty
+/// programs), returning ns per call.
+fn calls_run(tracer: &Path, dir: &Path, calls: &Calls, probe: Option<bool>) -> Result<f64> {
+    let mut fx = Command::new(&calls.bin)
+        .arg(calls.calls)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()?;
@@ -455,7 +464,7 @@ fn calls_run(tracer: &Path, dir: &Path, probe: Option<bool>) -> Result<f64> {
                 "-p",
                 &fx.id().to_string(),
                 "-u",
-                "probed",
+                calls.spec,
                 "-o",
             ])
             .arg(&out);
@@ -482,28 +491,62 @@ fn calls_run(tracer: &Path, dir: &Path, probe: Option<bool>) -> Result<f64> {
         .context("calls fixture printed no timing")
 }
 
+/// A C function's uprobe+uretprobe beside a Go function's entry and RET uprobes (Go
+/// functions are never given uretprobes), each plain, with empty programs and recording.
 fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
-    let (mut none, mut empty, mut rec) = (vec![], vec![], vec![]);
+    let c = Calls {
+        bin: build_fixture("calls"),
+        spec: "probed",
+        calls: "2000000",
+    };
+    let go = Calls {
+        bin: build_go_fixture("gocalls"),
+        spec: "main.probed",
+        // Its probes are single-stepped, each many times the cost of an emulated one.
+        calls: "200000",
+    };
+    let languages = [
+        ("C", &c, "uprobe+uretprobe"),
+        ("Go", &go, "entry+RET uprobes"),
+    ];
+    // Per language: plain, empty programs, recording.
+    let modes = [None, Some(true), Some(false)];
+    let mut rounds: [[Vec<f64>; 3]; 2] = Default::default();
     for _ in 0..ROUNDS {
-        none.push(calls_run(tracer, dir, None)?);
-        empty.push(calls_run(tracer, dir, Some(true))?);
-        rec.push(calls_run(tracer, dir, Some(false))?);
+        for (l, (_, calls, _)) in languages.iter().enumerate() {
+            for (m, probe) in modes.iter().enumerate() {
+                rounds[l][m].push(calls_run(tracer, dir, calls, *probe)?);
+            }
+        }
     }
     let min = |v: &[f64]| v.iter().cloned().fold(f64::MAX, f64::min);
-    let (n, e, r) = (min(&none), min(&empty), min(&rec));
-    println!("plain call:                 {n:>8.1} ns");
-    println!(
-        "empty uprobe+uretprobe:     {e:>8.1} ns  (+{:.1} ns: the kernel's floor)",
-        e - n
-    );
-    println!(
-        "recording uprobe+uretprobe: {r:>8.1} ns  (+{:.1} ns)",
-        r - n
-    );
-    println!(
-        "recorded / empty probe cost: {:.3}  (target <= 1.25)",
-        (r - n) / (e - n)
-    );
+    for (l, (name, _, probes)) in languages.iter().enumerate() {
+        let [plain, empty, rec] = rounds[l].each_ref().map(|v| min(v));
+        let line = |label: String, ns: f64, over: String, m: usize| {
+            let all: Vec<String> = rounds[l][m].iter().map(|r| format!("{r:.1}")).collect();
+            println!(
+                "{label:<36} {ns:>8.1} ns {over:<34} rounds {}",
+                all.join(", ")
+            );
+        };
+        line(format!("{name} plain call:"), plain, String::new(), 0);
+        line(
+            format!("{name} empty {probes}:"),
+            empty,
+            format!("(+{:.1} ns: the kernel's floor)", empty - plain),
+            1,
+        );
+        line(
+            format!("{name} recording {probes}:"),
+            rec,
+            format!("(+{:.1} ns)", rec - plain),
+            2,
+        );
+        println!(
+            "{name} recorded / empty probe cost: {:.3}  (target <= 1.25)",
+            (rec - plain) / (empty - plain)
+        );
+    }
     Ok(())
 }
 

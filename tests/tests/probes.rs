@@ -1,0 +1,128 @@
+//! `tracer probes PATTERN` with neither --pid nor --path: the pattern names the file to
+//! list itself, a path or a library of the system's, as `bpftrace -l 'uprobe:BIN:GLOB'`
+//! takes it. Checked against nm, ldconfig and readelf.
+
+use std::path::Path;
+use std::process::Command;
+
+use tracer_tests::*;
+
+/// `tracer probes PATTERN`'s lines.
+fn listed(pattern: &str) -> Vec<String> {
+    let out = tracer_ok(&["probes", pattern]);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// The output of a command that must succeed.
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The address `nm` gives `symbol` in `bin` (`-D`: the dynamic table, whose names carry
+/// their version: `malloc@@GLIBC_2.2.5`).
+fn nm_address(bin: &Path, dynamic: bool, symbol: &str) -> u64 {
+    let mut cmd = Command::new("nm");
+    if dynamic {
+        cmd.arg("-D");
+    }
+    let text = run(cmd.arg("--defined-only").arg(bin));
+    let line = text
+        .lines()
+        .find(|l| {
+            let name = l.split_whitespace().nth(2).unwrap_or_default();
+            name.split('@').next() == Some(symbol)
+        })
+        .unwrap_or_else(|| panic!("nm: no {symbol} in {}", bin.display()));
+    u64::from_str_radix(line.split_whitespace().next().unwrap(), 16).unwrap()
+}
+
+/// The `addr=` of a listed line.
+fn addr(line: &str) -> u64 {
+    let a = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("addr=0x"));
+    u64::from_str_radix(a.unwrap_or_else(|| panic!("no addr in {line}")), 16).unwrap()
+}
+
+#[test]
+fn a_file_named_in_the_pattern_is_listed() {
+    let bin = build_usdt_fixture();
+    let lines = listed(&format!("{}:work", bin.display()));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with(&format!("uprobe:{}:work ", bin.display())),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(addr(&lines[0]), nm_address(&bin, false, "work"));
+}
+
+#[test]
+fn a_library_named_in_the_pattern_is_found_where_the_loader_finds_it() {
+    // ldconfig's cache: "\tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6".
+    let cache = run(Command::new("ldconfig").arg("-p"));
+    let libc = cache
+        .lines()
+        .filter(|l| l.trim_start().starts_with("libc.so.6 ") && l.contains("x86-64"))
+        .find_map(|l| l.split_once(" => ").map(|(_, p)| p.trim().to_string()))
+        .expect("ldconfig -p lists no 64-bit libc.so.6");
+    let lines = listed("libc:mallo*");
+    let malloc = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("uprobe:{libc}:malloc ")))
+        .unwrap_or_else(|| panic!("no malloc of {libc} in {lines:?}"));
+    assert_eq!(addr(malloc), nm_address(Path::new(&libc), true, "malloc"));
+    assert!(lines
+        .iter()
+        .all(|l| l.starts_with(&format!("uprobe:{libc}:mallo")) || l.starts_with("    warning: ")));
+}
+
+#[test]
+fn usdt_probes_of_a_file_named_in_the_pattern_are_listed() {
+    let py = "/usr/bin/python3.11";
+    assert!(
+        Path::new(py).exists(),
+        "{py} is missing (Debian package python3.11-minimal)"
+    );
+    let lines = listed(&format!("usdt:{py}:python:function__*"));
+    let names: Vec<&str> = lines
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    // readelf's names for these notes.
+    let notes = run(Command::new("readelf").arg("-n").arg(py));
+    let mut want: Vec<String> = notes
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Name: "))
+        .filter(|n| n.starts_with("function__"))
+        .map(|n| format!("usdt:{py}:python:{n}"))
+        .collect();
+    want.sort();
+    assert_eq!(want.len(), 2, "{notes}");
+    assert_eq!(names, want);
+}
+
+#[test]
+fn a_pattern_naming_no_file_is_one_line_of_error() {
+    for pattern in [
+        "mallo*",
+        "no_such_library_anywhere:f",
+        "/no/such/file:f",
+        "usdt:fix:*",
+    ] {
+        let out = Command::new(tracer_bin())
+            .args(["probes", pattern])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{pattern}: {err}");
+        assert_eq!(err.lines().count(), 1, "{pattern}: {err}");
+        assert!(out.stdout.is_empty(), "{pattern}");
+    }
+}
