@@ -316,7 +316,8 @@ fn go_probe_placement_matches_objdump() {
                         && s.ends_with(&format!("<{}>", spec_symbol(&b.full, m.address)))
                 });
                 if guard && calls.is_some() && back > calls {
-                    want_skip = code[i + 1].0 - m.address;
+                    // The probe goes on the branch itself.
+                    want_skip = code[i].0 - m.address;
                 }
                 break;
             }
@@ -515,10 +516,12 @@ fn corrupted_real_pclntabs_do_not_panic() {
 }
 
 /// On a running server: a uprobe at the entry of a function whose stack
-/// grows fires once more per growth, one after the stack check exactly once
-/// per call. Counted by the kernel (tracefs uprobe_profile); needs root.
+/// grows fires once more per growth, and so does one on the stack check's
+/// branch, where the probe goes (its program tells the passes apart by the
+/// flags); one after the branch fires exactly once per call. Counted by the
+/// kernel (tracefs uprobe_profile); needs root.
 #[test]
-fn go_entry_probe_after_stack_check_fires_once_per_call() {
+fn go_entry_probe_on_the_stack_check_sees_every_pass() {
     use std::io::{BufRead, Read, Write};
     let tracing = Path::new("/sys/kernel/tracing");
     if !tracing.join("uprobe_events").exists() {
@@ -548,8 +551,13 @@ fn go_entry_probe_after_stack_check_fires_once_per_call() {
     };
     let bin = m.binary.to_string_lossy();
     let entry = m.file_offset - m.skipped;
+    let code = objdump(&b.full, m.address, m.address + m.size);
+    let at = code.iter().position(|c| c.0 == m.address + m.skipped).unwrap();
+    assert!(code[at].1.starts_with("jbe "), "{:?}", code[at]);
+    let past = m.file_offset + (code[at + 1].0 - code[at].0);
     events(format!("p:{group}/at0 {bin}:{entry:#x}\n"));
-    events(format!("p:{group}/after {bin}:{:#x}\n", m.file_offset));
+    events(format!("p:{group}/branch {bin}:{:#x}\n", m.file_offset));
+    events(format!("p:{group}/after {bin}:{past:#x}\n"));
     std::fs::write(tracing.join(format!("events/{group}/enable")), "1").unwrap();
     let n = 3000;
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
@@ -566,9 +574,9 @@ fn go_entry_probe_after_stack_check_fires_once_per_call() {
             .and_then(|l| l.split_whitespace().last()?.parse().ok())
             .unwrap_or_else(|| panic!("{ev} not in {profile}"))
     };
-    let (at0, after) = (hits("at0"), hits("after"));
+    let (at0, branch, after) = (hits("at0"), hits("branch"), hits("after"));
     std::fs::write(tracing.join(format!("events/{group}/enable")), "0").unwrap();
-    events(format!("-:{group}/at0\n-:{group}/after\n"));
+    events(format!("-:{group}/at0\n-:{group}/branch\n-:{group}/after\n"));
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(reply.contains("200 OK"), "{reply}");
@@ -577,6 +585,7 @@ fn go_entry_probe_after_stack_check_fires_once_per_call() {
         at0 > after,
         "the entry probe fires again after each stack growth: {at0} vs {after}"
     );
+    assert_eq!(branch, at0, "the branch sees every pass through the entry");
     eprintln!(
         "{}: main.depth({n}): {after} calls, entry probe {at0} hits",
         b.version

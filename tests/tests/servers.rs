@@ -242,3 +242,40 @@ fn goroutine(r: &trace_file::Record) -> u64 {
         _ => 0,
     }
 }
+
+/// A Go function whose goroutine's stack grows while it recurses: the entry probe sits on
+/// the stack check's branch, which every pass through the entry hits (the first, and the
+/// one after each growth); the program records a call once, when the branch is not taken.
+/// `main.depth(n)` makes n + 1 calls: as many entries and returns.
+#[test]
+fn a_go_function_whose_stack_grows_is_entered_once_per_call() {
+    use std::io::{BufRead, Read, Write};
+    let _serial = serial();
+    let bin = build_go_fixture("goserver");
+    let mut server = std::process::Command::new(&bin)
+        .args(["-addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut addr = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut addr)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.trace");
+    let rec = start_tracer("record", server.id(), &out, &["-u", "main.depth"]);
+    let n = 3000u64;
+    let mut s = std::net::TcpStream::connect(addr.trim()).unwrap();
+    write!(s, "GET /work?n={n} HTTP/1.0\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    stop_tracer(rec);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(reply.contains("200 OK"), "{reply}");
+    let t = read_trace(&out);
+    let id = probe_ids(&out)["main.depth"];
+    let entries = count(&t, |r| matches!(r.event, Event::GoEntry { func, .. } if func == id));
+    let exits = count(&t, |r| matches!(r.event, Event::GoExit { func, .. } if func == id));
+    assert_eq!((entries, exits), (n + 1, n + 1));
+}

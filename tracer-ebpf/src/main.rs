@@ -424,10 +424,28 @@ mod programs {
         unsafe { (*ctx.regs).r14 }
     }
 
-    /// Entry of a Go function (after its stack check: the entry runs again when the
-    /// stack grows).
+    /// Entry of a Go function without a stack check.
     #[uprobe]
     pub fn go_entry(ctx: ProbeContext) -> u32 {
+        go_entered(&ctx);
+        0
+    }
+
+    /// Entry of a Go function, on its stack check's branch (JBE to `runtime.morestack`):
+    /// when the branch is taken (CF or ZF) the stack grows and the call starts over, to
+    /// pass here again; that pass is the call's entry.
+    #[uprobe]
+    pub fn go_entry_check(ctx: ProbeContext) -> u32 {
+        const CF_ZF: u64 = 0x1 | 0x40;
+        // SAFETY: the probe's saved registers, a valid context.
+        if unsafe { (*ctx.regs).eflags } & CF_ZF == 0 {
+            go_entered(&ctx);
+        }
+        0
+    }
+
+    #[inline(always)]
+    fn go_entered(ctx: &ProbeContext) {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
         let (_, tid) = current();
@@ -435,9 +453,8 @@ mod programs {
             h: header(tid, kind::GO_ENTRY),
             func,
             _pad: 0,
-            g: goroutine(&ctx),
+            g: goroutine(ctx),
         });
-        0
     }
 
     /// One of a Go function's return instructions.

@@ -110,7 +110,13 @@ impl Probes {
                     for &r in rets {
                         at(Prog::GoReturn, r, None, pid)?;
                     }
-                    at(Prog::GoEntry, f.file_offset, None, pid)?;
+                    // An entry probe placed past the first instruction is on the
+                    // stack check's branch (see symbolizer's Go placement).
+                    let entry = match f.skipped {
+                        0 => Prog::GoEntry,
+                        _ => Prog::GoEntryCheck,
+                    };
+                    at(entry, f.file_offset, None, pid)?;
                 }
                 _ => {
                     at(Prog::Return, f.file_offset, None, pid)?;

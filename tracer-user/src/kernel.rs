@@ -52,8 +52,10 @@ pub enum Prog {
     Entry,
     /// A function's return (a uretprobe).
     Return,
-    /// A Go function's entry (after its stack check).
+    /// A Go function's entry, when it has no stack check.
     GoEntry,
+    /// A Go function's entry, on its stack check's branch.
+    GoEntryCheck,
     /// One of a Go function's return instructions.
     GoReturn,
     /// A USDT probe.
@@ -331,6 +333,7 @@ impl Kernel {
             (Prog::Entry, false) => "func_entry",
             (Prog::Return, false) => "func_exit",
             (Prog::GoEntry, false) => "go_entry",
+            (Prog::GoEntryCheck, false) => "go_entry_check",
             (Prog::GoReturn, false) => "go_exit",
             (Prog::Usdt, false) => "usdt",
             (Prog::Session, false) => unreachable!("sessions are attached above"),

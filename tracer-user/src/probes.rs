@@ -388,11 +388,10 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
     let found = symbolizer::list(&target, pattern).map_err(|e| anyhow!("{e}"))?;
     for m in &found {
         let placement = if m.skipped > 0 {
-            let past = match m.language {
-                Language::Go => "the stack check",
-                _ => "endbr64",
-            };
-            format!(" (+{} past {past})", m.skipped)
+            match m.language {
+                Language::Go => format!(" (+{}: the stack check's branch)", m.skipped),
+                _ => format!(" (+{} past endbr64)", m.skipped),
+            }
         } else {
             String::new()
         };

@@ -1,5 +1,5 @@
-//! Where a Go function is probed: its entry past the stack-bound check, and
-//! its returns at each RET, since a uretprobe would crash a Go program.
+//! Where a Go function is probed: its entry at the stack-bound check's branch,
+//! and its returns at each RET, since a uretprobe would crash a Go program.
 
 use super::binary::GoBinary;
 use super::pclntab::GoPclnVersion;
@@ -64,16 +64,20 @@ impl GoBinary {
     }
 }
 
-/// Where the stack-bound check of a Go function ends, if it has one.
+/// Where the stack-bound check of a Go function branches, if it has one.
 ///
 /// Go functions that may grow their stack begin by comparing SP (or SP less
 /// the frame) with the goroutine's stack guard at 16(g) and branching, when
 /// short, to a block at the end that calls `runtime.morestack*` and jumps back
 /// to the entry. A probe on the entry therefore fires again after every stack
-/// growth; one placed after the branch fires once per call. The pattern is
-/// recognised by its effect, not by names, so it works on stripped binaries:
-/// a compare against `16(reg)`, a JBE forward inside the function, and a
-/// block there that calls and then jumps back to the entry.
+/// growth. One on the branch fires as often, but there the flags tell whether
+/// the branch is taken (CF or ZF set: the stack grows and the call starts
+/// over), so the program records the call once; and a branch is emulated by
+/// uprobes where the instruction after it (a SUB, a MOV) is single-stepped,
+/// a second trap. The pattern is recognised by its effect, not by names, so it
+/// works on stripped binaries: a compare against `16(reg)`, a JBE forward
+/// inside the function, and a block there that calls and then jumps back to
+/// the entry.
 fn go_prologue_end(code: &[u8], entry: u64) -> Option<u64> {
     use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
     let end = entry + code.len() as u64;
@@ -102,7 +106,7 @@ fn go_prologue_end(code: &[u8], entry: u64) -> Option<u64> {
                 let target = ins.near_branch_target();
                 let after = ins.next_ip();
                 if target > after && target < end && morestack_block(code, entry, target) {
-                    return Some(after - entry);
+                    return Some(ins.ip() - entry);
                 }
                 return None;
             }
