@@ -507,6 +507,25 @@ fn diff_puts_the_slower_handler_on_top() {
 }
 
 #[test]
+fn a_trace_of_more_windows_than_the_limit_is_one_line_of_error() {
+    // A record far in the future (damage, or a window far too short for the trace) used
+    // to ask for a window per microsecond up to it: memory without bound.
+    let mut b = sleeper(10_000);
+    b.at(3_600_000_000, 0, 100, entry(2));
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(&dir, "t.trace", &b);
+    let e = summarize_windows(&[p.clone()], US).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "windows of 1.00us cut the trace (to 3600.000 s) into more than 10000 windows: take longer ones"
+    );
+    assert_eq!(
+        summarize_windows(&[p], 1000 * MS).unwrap().windows.len(),
+        3601
+    );
+}
+
+#[test]
 fn windows_split_state_time_and_count_spans_where_they_end() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(&dir, "t.trace", &sleeper(10_000));

@@ -28,6 +28,11 @@ use crate::{Error, SummarizeOptions};
 /// x86_64 today) go through a shared map.
 const DIRECT_NR: u32 = 512;
 
+/// Most windows a trace is cut into: a table per window past that is too long to read,
+/// and every thread's figures in every window too much to hold. A record damaged into the
+/// far future would otherwise ask for windows up to it.
+pub(super) const MAX_WINDOWS: u64 = 10_000;
+
 /// A probed function on a thread's stack.
 #[derive(Clone, Copy)]
 struct Frame {
@@ -91,6 +96,8 @@ pub(super) struct Pass {
     pub(super) keep_conns: usize,
     pub(super) total: Acc,
     pub(super) windows: Vec<Acc>,
+    /// Some time fell past [`MAX_WINDOWS`] windows (and counted in the totals only).
+    pub(super) past_windows: bool,
     pub(super) rt: Vec<ThreadRt>,
     /// Per source file: probe id -> function slot + 1.
     func_slots: Vec<Vec<u32>>,
@@ -156,6 +163,7 @@ impl Pass {
             keep_conns: opts.max_connections,
             total: Acc::default(),
             windows: Vec::new(),
+            past_windows: false,
             rt: Vec::new(),
             func_slots: vec![Vec::new(); sources],
             func_meta: Vec::new(),
@@ -171,8 +179,10 @@ impl Pass {
         p
     }
 
-    fn window_of(&self, t: u64) -> Option<u32> {
-        self.window_ns.map(|w| (t / w) as u32)
+    fn window_of(&mut self, t: u64) -> Option<u32> {
+        let i = t / self.window_ns?;
+        self.past_windows |= i >= MAX_WINDOWS;
+        (i < MAX_WINDOWS).then_some(i as u32)
     }
 
     fn window(&mut self, w: u32) -> &mut Acc {
@@ -249,9 +259,11 @@ impl Pass {
         if let Some(w) = self.window_ns {
             // State time is split exactly at window boundaries.
             let mut t = s.begin;
-            while t < s.end {
+            let end = s.end.min(w.saturating_mul(MAX_WINDOWS));
+            self.past_windows |= end < s.end;
+            while t < end {
                 let wi = t / w;
-                let stop = ((wi + 1) * w).min(s.end);
+                let stop = (wi + 1).saturating_mul(w).min(end);
                 let a = at(&mut self.window(wi as u32).threads, r as u32);
                 a.states[st] += stop - t;
                 if t == s.begin {
