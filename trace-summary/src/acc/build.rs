@@ -122,7 +122,7 @@ impl Scope<'_> {
                 migrations: a.migrations,
                 syscalls: a.syscalls,
                 syscall_errors: a.syscall_errors,
-                syscall_ns: a.syscall_ns,
+                syscall_ns: a.syscall_ns.0,
                 function_calls: a.function_calls,
                 ready_waits: Some(a.waits.count()),
                 ready_p99_ns: Some(a.waits.quantile(0.99)),
@@ -189,7 +189,7 @@ impl Scope<'_> {
             });
             let e = &mut edges[i];
             e.calls += a.calls;
-            e.total_ns += a.total;
+            e.total_ns = e.total_ns.saturating_add(a.total.0);
             e.max_ns = e.max_ns.max(a.max);
         }
         for e in &mut edges {
@@ -225,11 +225,11 @@ pub(super) fn build(p: &Pass, tl: &Timeline, end: u64, opts: &SummarizeOptions) 
         Some(w) => (p.windows.iter().enumerate())
             .map(|(i, a)| {
                 let start = i as u64 * w;
-                let stop = (start + w).min(end.max(start));
+                let stop = start.saturating_add(w).min(end.max(start));
                 let mut section = section(a, None, stop - start);
                 // A window holds every thread only if it did something in it.
                 section.threads.retain(|t| {
-                    t.running_ns + t.ready_ns + t.blocked_ns + t.io_ns + t.syscalls > 0
+                    crate::sum([t.running_ns, t.ready_ns, t.blocked_ns, t.io_ns, t.syscalls]) > 0
                 });
                 Window {
                     start_ns: start,
@@ -240,7 +240,7 @@ pub(super) fn build(p: &Pass, tl: &Timeline, end: u64, opts: &SummarizeOptions) 
             .collect(),
         None => Vec::new(),
     };
-    let lost: u64 = files.iter().map(|f| f.lost).sum();
+    let lost = (files.iter()).fold(0, |a: u64, f| a.saturating_add(f.lost));
     let notes = notes(&files, lost, tl);
     Summary {
         schema: JSON_SCHEMA,

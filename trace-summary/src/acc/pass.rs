@@ -332,7 +332,7 @@ impl Pass {
         for k in 0..SPLIT {
             d[k] = to[k].saturating_sub(from[k]);
         }
-        let add = |f: &mut FuncAcc| f.split.iter_mut().zip(&d).for_each(|(x, y)| *x += y);
+        let add = |f: &mut FuncAcc| f.split.iter_mut().zip(&d).for_each(|(x, y)| *x += *y);
         add(at(&mut self.total.funcs, slot));
         if let Some(w) = window {
             add(at(&mut self.window(w).funcs, slot));
