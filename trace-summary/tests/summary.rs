@@ -514,7 +514,9 @@ fn a_trace_of_more_windows_than_the_limit_is_one_line_of_error() {
     b.at(3_600_000_000, 0, 100, entry(2));
     let dir = tempfile::tempdir().unwrap();
     let p = write(&dir, "t.trace", &b);
-    let e = summarize_windows(&[p.clone()], US).unwrap_err().to_string();
+    let e = summarize_windows(std::slice::from_ref(&p), US)
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         "windows of 1.00us cut the trace (to 3600.000 s) into more than 10000 windows: take longer ones"
