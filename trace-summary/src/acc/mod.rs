@@ -17,7 +17,7 @@ use crate::{Error, SummarizeOptions, Summary};
 
 /// Runs the pass over `tl` and builds the summary.
 pub(crate) fn run(tl: Timeline, opts: &SummarizeOptions) -> Result<Summary, Error> {
-    let mut p = pass::Pass::new(tl.merger().sources().len(), opts);
+    let mut p = pass::Pass::new(tl.merger().sources(), opts);
     let (tl, _) = trace_merge::feed(tl, u64::MAX, &mut p)?;
     let end = tl.end().unwrap_or(tl.now());
     p.finish(end);

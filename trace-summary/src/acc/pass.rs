@@ -16,6 +16,7 @@
 //! before the final state interval, so that split waits (`pending`) for the interval.
 
 use rustc_hash::FxHashMap as FastMap;
+use trace_merge::merge::Source;
 use trace_merge::timeline::{
     Item, LinkKind, Span, StateInterval, SyscallSpan, ThreadState, Timeline,
 };
@@ -99,8 +100,12 @@ pub(super) struct Pass {
     /// Some time fell past [`MAX_WINDOWS`] windows (and counted in the totals only).
     pub(super) past_windows: bool,
     pub(super) rt: Vec<ThreadRt>,
-    /// Per source file: probe id -> function slot + 1.
+    /// Per source file: probe id -> function slot + 1, for ids up to its probe table's
+    /// length (ids are dense from 1).
     func_slots: Vec<Vec<u32>>,
+    /// (source, probe id) -> function slot for the other ids (damaged, or of a table that
+    /// came late): a wild id costs an entry, not a table up to it.
+    wild_funcs: FastMap<(u32, u32), u32>,
     /// Function slot -> (source, probe id).
     pub(super) func_meta: Vec<(u32, u32)>,
     /// Sys slot -> (thread, nr).
@@ -156,8 +161,12 @@ impl trace_merge::Consumer for Pass {
 }
 
 impl Pass {
-    /// An empty pass over `sources` files.
-    pub(super) fn new(sources: usize, opts: &SummarizeOptions) -> Pass {
+    /// An empty pass over the files `sources`.
+    pub(super) fn new(sources: &[Source], opts: &SummarizeOptions) -> Pass {
+        let tables = sources
+            .iter()
+            .map(|s| vec![0; s.probes.len() + 1])
+            .collect();
         let mut p = Pass {
             window_ns: opts.window_ns.filter(|&w| w > 0),
             keep_conns: opts.max_connections,
@@ -165,7 +174,8 @@ impl Pass {
             windows: Vec::new(),
             past_windows: false,
             rt: Vec::new(),
-            func_slots: vec![Vec::new(); sources],
+            func_slots: tables,
+            wild_funcs: FastMap::default(),
             func_meta: Vec::new(),
             sys_meta: Vec::new(),
             big_nr: FastMap::default(),
@@ -175,7 +185,7 @@ impl Pass {
             goroutines: FastMap::default(),
             in_service: Vec::new(),
         };
-        p.total.conns.resize_with(sources, ConnAcc::default);
+        p.total.conns.resize_with(sources.len(), ConnAcc::default);
         p
     }
 
@@ -287,19 +297,18 @@ impl Pass {
     }
 
     fn func_slot(&mut self, source: u32, func: u32) -> u32 {
-        let table = &mut self.func_slots[source as usize];
-        if let Some(&s) = table.get(func as usize) {
-            if s != 0 {
-                return s - 1;
+        let next = self.func_meta.len() as u32;
+        let slot = match self.func_slots[source as usize].get_mut(func as usize) {
+            Some(s) if *s != 0 => return *s - 1,
+            Some(s) => {
+                *s = next + 1;
+                next
             }
+            None => *self.wild_funcs.entry((source, func)).or_insert(next),
+        };
+        if slot == next {
+            self.func_meta.push((source, func));
         }
-        let slot = self.func_meta.len() as u32;
-        self.func_meta.push((source, func));
-        // Probe ids are dense from 1; a wild id only costs this table's size once.
-        if table.len() <= func as usize {
-            table.resize(func as usize + 1, 0);
-        }
-        table[func as usize] = slot + 1;
         slot
     }
 
