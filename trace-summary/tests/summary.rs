@@ -838,3 +838,35 @@ fn damaged_stat_windows_saturate() {
         render_string(&s, &opts);
     }
 }
+
+#[test]
+fn probe_ids_past_the_probe_table_cost_no_table_up_to_them() {
+    // Slots were a table indexed by probe id: id u32::MAX asked for 16 GiB.
+    let mut b = sleeper(100);
+    b.at(3000, 0, 100, entry(u32::MAX))
+        .at(3100, 0, 100, ret(u32::MAX, 0))
+        .at(3200, 0, 100, entry(7))
+        .at(3300, 0, 100, ret(7, 0));
+    b.stop(4000);
+    let s = summary_of(&b);
+    for name in [
+        "handle_request",
+        "other",
+        "function_4294967295",
+        "function_7",
+    ] {
+        assert_eq!(s.function(name).map(|f| f.calls), Some(1), "{name}");
+    }
+}
+
+#[test]
+fn a_system_call_number_of_any_u32_costs_no_table_up_to_it() {
+    // The merged system calls were a table indexed by number: u32::MAX asked for 2^32
+    // entries.
+    let mut b = sleeper(100);
+    b.at(3000, 0, 100, enter(u32::MAX, 0, 0))
+        .at(3100, 0, 100, exit(u32::MAX, 0));
+    let s = summary_of(&b);
+    let nrs: Vec<u32> = s.syscalls().iter().map(|x| x.nr).collect();
+    assert_eq!(nrs, [35, u32::MAX]);
+}

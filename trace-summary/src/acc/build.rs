@@ -2,14 +2,14 @@
 //! (per file with per-file keys, all files merged by name, per window), with the input
 //! files and the notes on the trace's anomalies.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use trace_merge::timeline::Timeline;
 
 use super::conn::ConnAcc;
 use super::pass::Pass;
 use super::rows::{conn_stats, func_stats, sys_stats};
-use super::scope::{at, Acc, FuncAcc, SysAcc};
+use super::scope::{Acc, FuncAcc, SysAcc};
 use crate::{
     CallEdge, ConnectionStats, ErrorRule, FileInfo, FunctionStats, Section, SummarizeOptions,
     Summary, SyscallStats, ThreadStats, Window, JSON_SCHEMA,
@@ -136,7 +136,8 @@ impl Scope<'_> {
     /// System calls: (merged by number, per thread).
     fn syscalls(&self) -> (Vec<SyscallStats>, Vec<SyscallStats>) {
         let mut by_thread = Vec::new();
-        let mut merged: Vec<Option<SysAcc>> = Vec::new();
+        // By number, in order; a map, since a damaged number may be any u32.
+        let mut merged: BTreeMap<u32, SysAcc> = BTreeMap::new();
         for (slot, a) in self.acc.sys.iter().enumerate() {
             let (r, nr) = self.n.p.sys_meta[slot];
             let m = self.n.tl.thread(r);
@@ -145,13 +146,12 @@ impl Scope<'_> {
             }
             let who = Some((m.tid, m.name.clone()));
             by_thread.push(sys_stats(nr, Some(m.source), who, a));
-            match at(&mut merged, nr) {
-                Some(x) => x.merge(a),
-                slot @ None => *slot = Some(a.clone()),
-            }
+            (merged.entry(nr))
+                .and_modify(|x| x.merge(a))
+                .or_insert_with(|| a.clone());
         }
-        let merged = (merged.iter().enumerate())
-            .filter_map(|(nr, a)| a.as_ref().map(|a| sys_stats(nr as u32, self.file, None, a)))
+        let merged = (merged.iter())
+            .map(|(&nr, a)| sys_stats(nr, self.file, None, a))
             .collect();
         (merged, by_thread)
     }
