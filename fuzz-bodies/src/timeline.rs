@@ -117,10 +117,12 @@ pub fn summary(data: &[u8]) {
         By::CallGraph,
     ] {
         for format in [Format::Table, Format::Csv] {
+            // Per window in one format only: thousands of windows in every one is slow.
             let o = SummaryOptions {
                 by,
                 format,
-                ..json.clone()
+                window_ns: opts.window_ns.filter(|_| format == Format::Csv),
+                ..SummaryOptions::default()
             };
             render(&first, &all, &o);
         }
