@@ -64,6 +64,9 @@ impl DwarfCtx {
     pub fn frames(&self, vaddr: u64) -> (Vec<Frame>, Option<gimli::UnitOffset>) {
         let mut out = Vec::new();
         let mut unlinked = None;
+        if !in_any_range(vaddr) {
+            return (out, None);
+        }
         let Ok(mut iter) = self.run(self.ctx.find_frames(vaddr)) else {
             return (out, None);
         };
@@ -135,6 +138,9 @@ impl DwarfCtx {
     /// "file:line" of the declaration of the (outermost) function at `vaddr`,
     /// falling back to the line-table entry at that address.
     pub fn decl_source(&self, vaddr: u64) -> Option<String> {
+        if !in_any_range(vaddr) {
+            return None;
+        }
         if let Some(s) = self.decl_from_die(vaddr) {
             return Some(s);
         }
@@ -151,6 +157,13 @@ impl DwarfCtx {
         let unit = self.run(self.ctx.find_dwarf_and_unit(vaddr))?;
         decl(unit, last?, None, None, 0)
     }
+}
+
+/// Whether `vaddr` can be in a DWARF address range at all: ranges end before their
+/// (exclusive) high address, so the last address never is, and addr2line's lookups
+/// compute `vaddr + 1`.
+fn in_any_range(vaddr: u64) -> bool {
+    vaddr != u64::MAX
 }
 
 /// Whether binutils treats names of this language as possibly mangled

@@ -44,6 +44,10 @@ impl std::fmt::Debug for Section {
 unsafe impl gimli::StableDeref for Section {}
 unsafe impl gimli::CloneStableDeref for Section {}
 
+/// The most a compressed section expands: zlib's limit (DWARF never comes near it, in
+/// zstd either).
+const MAX_RATIO: u64 = 1032;
+
 /// Section data as object finds it: mapped when stored plainly, inflated when
 /// compressed, empty when absent.
 fn section_data(elf: &ElfInfo, name: &str) -> Section {
@@ -65,6 +69,9 @@ fn section_data(elf: &ElfInfo, name: &str) -> Section {
             }
             empty()
         }
+        // The declared size is allocated before inflating: a size no compressor could
+        // reach from these bytes is damage, not a section.
+        Ok(r) if r.uncompressed_size > r.compressed_size.saturating_mul(MAX_RATIO) => empty(),
         _ => match s.uncompressed_data() {
             Ok(data) => Section::Owned(Arc::from(&*data)),
             Err(_) => empty(),

@@ -226,6 +226,15 @@ mod tests {
     }
 
     #[test]
+    fn the_last_address_has_no_line_and_no_panic() {
+        // This test binary has DWARF; addr2line's lookup of `u64::MAX` overflowed.
+        let exe = std::env::current_exe().unwrap();
+        let frames = Symbolizer::new().symbolize(&exe, u64::MAX).unwrap();
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].line, None);
+    }
+
+    #[test]
     fn symbolizer_is_send() {
         fn assert_send<T: Send>() {}
         assert_send::<Symbolizer>();

@@ -86,7 +86,7 @@ pub fn convert(inputs: &[PathBuf], output: &Path, opts: &Options) -> Result<Fold
         Ok(FoldedReport {
             input: InputReport::of(&tl),
             stacks: lines.len() as u64,
-            total_ns: lines.values().sum(),
+            total_ns: lines.values().fold(0, |a, &ns| a.saturating_add(ns)),
             threads: tl.threads().len() as u64,
             output: output.to_owned(),
         })
@@ -267,13 +267,15 @@ impl Stacks {
         }
     }
 
-    /// The stacks with their time, named, with same-named stacks added up.
+    /// The stacks with their time, named, with same-named stacks added up (a sum past
+    /// u64, which only damaged times make, stays at its largest).
     pub fn lines(&self, tl: &Timeline) -> BTreeMap<String, u64> {
         let mut names: Vec<Option<String>> = vec![None; self.nodes.len()];
         let mut out = BTreeMap::new();
         let mut put = |name: &str, ns: &[u64; 4]| {
             for (leaf, &ns) in LEAVES.iter().zip(ns).filter(|(_, &ns)| ns > 0) {
-                *out.entry(format!("{name};{leaf}")).or_insert(0) += ns;
+                let sum = out.entry(format!("{name};{leaf}")).or_insert(0u64);
+                *sum = sum.saturating_add(ns);
             }
         };
         // `;` separates frames and a line ends with its value.

@@ -35,7 +35,8 @@ fn folded(dir: &tempfile::TempDir, input: &PathBuf) -> BTreeMap<String, u64> {
         assert!(prev.is_none(), "stack {stack} twice");
     }
     assert_eq!(report.stacks, lines.len() as u64);
-    assert_eq!(report.total_ns, lines.values().sum::<u64>());
+    let sum = lines.values().fold(0, |a: u64, &ns| a.saturating_add(ns));
+    assert_eq!(report.total_ns, sum);
     lines
 }
 
@@ -205,6 +206,22 @@ fn random_windows_hold_each_threads_time_inside_them() {
         }
         assert_eq!(folded, want, "seed {seed}: window {from}..{until}");
     }
+}
+
+#[test]
+fn times_that_add_up_past_u64_stay_at_its_largest() {
+    // Three same-named threads asleep for nearly 2^63 ns each (a damaged time can say
+    // so): their line and the total overflowed.
+    let mut b = TraceBuilder::new("h", 1);
+    b.process(1, "/srv/app");
+    for tid in 1..=3 {
+        b.thread(1, tid, "w", 'S');
+    }
+    b.at_ns(i64::MAX as u64, 0, 0, wake(9, 0));
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir, &b);
+    let lines = folded(&dir, &input);
+    assert_eq!(lines["app;w;[blocked]"], u64::MAX, "{lines:?}");
 }
 
 #[test]

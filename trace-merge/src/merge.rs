@@ -145,7 +145,7 @@ impl Source {
     /// Merge time of a CLOCK_MONOTONIC timestamp of this file (0 for times before the
     /// earliest start).
     pub fn to_merge_time(&self, ts: u64) -> u64 {
-        (ts as i64).saturating_add(self.offset).max(0) as u64
+        ts.saturating_add_signed(self.offset)
     }
 
     /// What probe id `id` of this file stands for.
@@ -154,9 +154,10 @@ impl Source {
     }
 
     /// Records lost by the kernel, as far as the file tells: the larger of the last
-    /// `Lost` counts (dropped and skipped) and the trailer's total.
+    /// `Lost` counts (dropped and skipped) and the trailer's total. (Counts a kernel could
+    /// reach add up in u64; damaged ones saturate.)
     pub fn lost(&self) -> u64 {
-        let sum: u64 = self.lost_per_cpu.iter().sum::<u64>() + self.skipped;
+        let sum = (self.lost_per_cpu.iter()).fold(self.skipped, |a, &n| a.saturating_add(n));
         sum.max(self.trailer.as_ref().map_or(0, |t| t.lost))
     }
 }

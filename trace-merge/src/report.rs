@@ -98,8 +98,8 @@ impl InputReport {
             records_in: ms.records,
             out_of_order: ms.late,
             max_lateness_ns: ms.max_lateness_ns,
-            lost_by_kernel: m.sources().iter().map(|s| s.lost()).sum(),
-            threads_not_traced: m.sources().iter().map(|s| s.threads_not_traced).sum(),
+            lost_by_kernel: sum(m.sources().iter().map(|s| s.lost())),
+            threads_not_traced: sum(m.sources().iter().map(|s| s.threads_not_traced)),
             truncated: (m.sources().iter())
                 .filter_map(|s| s.truncated_at.map(|o| (s.path.clone(), o)))
                 .collect(),
@@ -114,6 +114,11 @@ impl InputReport {
             unresolved_wakeups: ts.unresolved_wakeups,
         }
     }
+}
+
+/// Counts of several files: damaged ones saturate rather than overflow.
+fn sum(counts: impl Iterator<Item = u64>) -> u64 {
+    counts.fold(0, u64::saturating_add)
 }
 
 impl std::fmt::Display for InputReport {

@@ -500,3 +500,23 @@ fn salvage_steps_over_a_damaged_events_chunk_and_says_what_it_held() {
     let said = d.to_string();
     assert!(said.contains(&format!("Events of CPU {cpu}")), "{said}");
 }
+
+#[test]
+fn times_past_i64_stay_in_the_future_and_damaged_counts_saturate() {
+    // A timestamp of 2^63 or more was taken as negative: the record went to time 0.
+    let mut b = TraceBuilder::new("h", 2);
+    b.process(1, "/srv/app").thread(1, 1, "w", 'S');
+    b.at(10, 0, 0, wake(1, 0));
+    b.at_ns(u64::MAX - 5, 1, 0, wake(1, 1));
+    b.lost = Some(trace_file::LostCounts {
+        per_cpu: vec![u64::MAX, 3],
+        skipped: 9,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (_, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    assert_eq!(tl.end(), Some(u64::MAX - 5 - START));
+    assert_eq!(tl.merger().sources()[0].lost(), u64::MAX);
+    let report = trace_merge::InputReport::of(&tl);
+    assert_eq!(report.lost_by_kernel, u64::MAX);
+}

@@ -105,8 +105,8 @@ fn figures(s: &Summary, by: By) -> BTreeMap<String, DiffFigures> {
             // Threads of a pool share a name: they are compared as a group.
             for th in &t.threads {
                 let e = m.entry(format!("{}/{}", th.process, th.name)).or_default();
-                e.count += th.syscalls;
-                e.total_ns += th.running_ns;
+                e.count = crate::sum([e.count, th.syscalls]);
+                e.total_ns = crate::sum([e.total_ns, th.running_ns]);
             }
         }
         By::Connection => {

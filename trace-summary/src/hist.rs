@@ -92,13 +92,15 @@ impl Histogram {
         }
         let i = index(v);
         self.grow_to(i);
-        self.counts[(i - self.lo) as usize] += n;
+        // Counts from outside (a stat file's) may be damaged: they saturate.
+        let c = &mut self.counts[(i - self.lo) as usize];
+        *c = c.saturating_add(n);
         if self.count == 0 || v < self.min {
             self.min = v;
         }
         self.max = self.max.max(v);
-        self.count += n;
-        self.sum += v as u128 * n as u128;
+        self.count = self.count.saturating_add(n);
+        self.sum = self.sum.saturating_add(v as u128 * n as u128);
     }
 
     /// Makes bucket `i` part of the stored range (which never shrinks).
@@ -126,7 +128,8 @@ impl Histogram {
         self.grow_to(olo);
         self.grow_to(ohi);
         for (k, &c) in other.counts.iter().enumerate() {
-            self.counts[(olo - self.lo) as usize + k] += c;
+            let me = &mut self.counts[(olo - self.lo) as usize + k];
+            *me = me.saturating_add(c);
         }
         self.min = if self.count == 0 {
             other.min
@@ -134,8 +137,8 @@ impl Histogram {
             self.min.min(other.min)
         };
         self.max = self.max.max(other.max);
-        self.count += other.count;
-        self.sum += other.sum;
+        self.count = self.count.saturating_add(other.count);
+        self.sum = self.sum.saturating_add(other.sum);
     }
 
     /// Number of values.
@@ -178,7 +181,7 @@ impl Histogram {
         let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
         let mut seen = 0;
         for (k, &c) in self.counts.iter().enumerate() {
-            seen += c;
+            seen = c.saturating_add(seen);
             if seen >= rank {
                 let (_, hi) = bounds(self.lo + k as u32);
                 return hi.clamp(self.min, self.max);

@@ -45,6 +45,13 @@ pub use diff::{diff, diff_rows, DiffFigures, DiffRow, DIFF_SCHEMA};
 pub use hist::Histogram;
 pub use render::render;
 
+/// A sum of figures that saturates: only damaged input (times decades apart, counts no
+/// kernel reached) comes near u64's range, and a figure stuck at its largest says so
+/// better than one wrapped around to a small number.
+fn sum<const N: usize>(figures: [u64; N]) -> u64 {
+    figures.into_iter().fold(0, u64::saturating_add)
+}
+
 /// Version of the JSON document written by [`render`] (`"schema"` field).
 pub const JSON_SCHEMA: &str = "tracer-summary/1";
 

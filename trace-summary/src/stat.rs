@@ -153,7 +153,7 @@ pub fn summarize_stat(inputs: &[PathBuf], salvage: bool) -> Result<Summary, Erro
     summary.window_ns = files
         .iter()
         .flat_map(|f| f.windows.first())
-        .map(|w| w.end_ns - w.start_ns)
+        .map(|w| w.end_ns.saturating_sub(w.start_ns))
         .next();
     summary.notes.push(
         "counting mode: self time equals inclusive time; state split inside functions only from samples (--sample N); no connections"
@@ -191,15 +191,15 @@ impl Acc {
                     source: p.source.clone(),
                     ..Default::default()
                 });
-            s.calls += fw.calls;
-            s.timed_calls += fw.timed_calls();
-            s.errors_negative += fw.errors;
+            add(&mut s.calls, fw.calls);
+            add(&mut s.timed_calls, fw.timed_calls());
+            add(&mut s.errors_negative, fw.errors);
             s.errors = s.errors_negative;
-            s.inclusive_ns += fw.total_ns;
-            s.self_ns += fw.total_ns;
+            add(&mut s.inclusive_ns, fw.total_ns);
+            add(&mut s.self_ns, fw.total_ns);
             // Log2 buckets: each call counts at its bucket's geometric middle.
             for (b, &n) in fw.hist.iter().enumerate() {
-                let lo = 1u64 << b;
+                let lo = bucket(b as u32);
                 s.hist.record_n(lo + lo / 2, n);
             }
         }
@@ -229,26 +229,27 @@ impl Acc {
                         .unwrap_or_default(),
                     ..Default::default()
                 });
-            s.running_ns += t.running_ns;
-            s.ready_ns += t.ready_ns;
-            s.blocked_ns += t.blocked_ns;
-            s.io_ns += t.io_ns;
-            s.voluntary_switches += t.voluntary;
-            s.involuntary_switches += t.involuntary;
-            s.wakeups_sent += t.wakeups_sent;
-            s.wakeups_received += t.wakeups_received;
-            s.migrations += t.migrations;
+            add(&mut s.running_ns, t.running_ns);
+            add(&mut s.ready_ns, t.ready_ns);
+            add(&mut s.blocked_ns, t.blocked_ns);
+            add(&mut s.io_ns, t.io_ns);
+            add(&mut s.voluntary_switches, t.voluntary);
+            add(&mut s.involuntary_switches, t.involuntary);
+            add(&mut s.wakeups_sent, t.wakeups_sent);
+            add(&mut s.wakeups_received, t.wakeups_received);
+            add(&mut s.migrations, t.migrations);
             if !t.wait_hist.is_empty() {
-                *s.ready_waits.get_or_insert(0) += t.wait_hist.iter().sum::<u64>();
+                let waits = s.ready_waits.get_or_insert(0);
+                t.wait_hist.iter().for_each(|&n| add(waits, n));
                 let h = self.waits.entry((t.tgid, t.tid)).or_default();
                 // Log2 buckets: each wait counts at its bucket's geometric middle.
                 for (b, &n) in t.wait_hist.iter().enumerate() {
-                    let lo = 1u64 << (b as u32 + WAIT_HIST_SHIFT);
+                    let lo = bucket(b as u32 + WAIT_HIST_SHIFT);
                     h.record_n(lo + lo / 2, n);
                 }
             }
-            s.syscalls += t.syscalls;
-            s.syscall_ns += t.syscall_ns;
+            add(&mut s.syscalls, t.syscalls);
+            add(&mut s.syscall_ns, t.syscall_ns);
         }
         for c in &w.syscalls {
             let class = sysclass::class(c.nr);
@@ -257,13 +258,13 @@ impl Acc {
                 nr: c.nr,
                 ..Default::default()
             });
-            s.calls += c.calls;
-            s.errors += c.errors;
-            s.total_ns += c.total_ns;
+            add(&mut s.calls, c.calls);
+            add(&mut s.errors, c.errors);
+            add(&mut s.total_ns, c.total_ns);
             if class.reads {
-                s.bytes_read += c.positive_sum;
+                add(&mut s.bytes_read, c.positive_sum);
             } else if class.writes {
-                s.bytes_written += c.positive_sum;
+                add(&mut s.bytes_written, c.positive_sum);
             }
         }
     }
@@ -354,6 +355,18 @@ fn finish_hist(h: &Histogram, s: &mut FunctionStats) {
     s.max_ns = h.max();
 }
 
+/// Adds a count or a time of a window: the kernel's counts add up in u64, damaged ones
+/// saturate.
+fn add(to: &mut u64, v: u64) {
+    *to = to.saturating_add(v);
+}
+
+/// The lower bound of log2 bucket `b`; buckets past u64's range (only a damaged window has
+/// them) count as the last.
+fn bucket(b: u32) -> u64 {
+    1 << b.min(63)
+}
+
 /// With `tracer stat --sample N`, one call in N per function was recorded in full. Their
 /// state split (running / ready / blocked / I/O) per call, scaled by the exact call count
 /// and time of the counters, estimates the split of all calls; such figures are flagged
@@ -373,11 +386,14 @@ fn estimate_from_samples(
         let Some(s) = sampled.function(&f.name) else {
             continue;
         };
-        let split = s.running_ns + s.ready_ns + s.blocked_ns + s.io_ns;
+        let split: u128 = [s.running_ns, s.ready_ns, s.blocked_ns, s.io_ns]
+            .map(u128::from)
+            .iter()
+            .sum();
         if s.calls == 0 || split == 0 {
             continue;
         }
-        let scale = |part: u64| (part as u128 * f.inclusive_ns as u128 / split as u128) as u64;
+        let scale = |part: u64| (part as u128 * f.inclusive_ns as u128 / split) as u64;
         f.running_ns = scale(s.running_ns);
         f.ready_ns = scale(s.ready_ns);
         f.blocked_ns = scale(s.blocked_ns);

@@ -507,6 +507,48 @@ fn diff_puts_the_slower_handler_on_top() {
 }
 
 #[test]
+fn a_trace_of_more_windows_than_the_limit_is_one_line_of_error() {
+    // A record far in the future (damage, or a window far too short for the trace) used
+    // to ask for a window per microsecond up to it: memory without bound.
+    let mut b = sleeper(10_000);
+    b.at(3_600_000_000, 0, 100, entry(2));
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(&dir, "t.trace", &b);
+    let e = summarize_windows(std::slice::from_ref(&p), US)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "windows of 1.00us cut the trace (to 3600.000 s) into more than 10000 windows: take longer ones"
+    );
+    assert_eq!(
+        summarize_windows(&[p], 1000 * MS).unwrap().windows.len(),
+        3601
+    );
+}
+
+#[test]
+fn sums_past_u64_saturate() {
+    // Three threads in calls of nearly 2^63 ns each (a damaged time can say so), reading
+    // exabytes: the function's and the system call's sums overflowed.
+    let mut b = TraceBuilder::new("h", 3);
+    b.process(1, "/srv/app").probe(1, "handle_request");
+    let end = i64::MAX as u64;
+    for tid in 1..=3u32 {
+        let cpu = tid - 1;
+        b.at(10, cpu, tid, entry(1))
+            .at(20, cpu, tid, enter(0, 5, u64::MAX))
+            .at(30, cpu, tid, exit(0, i64::MAX))
+            .at_ns(end, cpu, tid, ret(1, 0));
+    }
+    let s = summary_of(&b);
+    let f = s.function("handle_request").unwrap();
+    assert_eq!((f.calls, f.inclusive_ns), (3, u64::MAX));
+    assert_eq!(f.syscalls[0].bytes_read, u64::MAX);
+    assert_eq!(s.syscall("read").unwrap().bytes_read, u64::MAX);
+}
+
+#[test]
 fn windows_split_state_time_and_count_spans_where_they_end() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(&dir, "t.trace", &sleeper(10_000));
@@ -735,4 +777,97 @@ fn go_functions_are_timed_by_goroutine() {
         .unwrap();
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(&cells[..4], ["app:request", "2", "-", "-"], "{row}");
+}
+
+#[test]
+fn damaged_stat_windows_saturate() {
+    // Counts and times near u64::MAX, and histograms longer than u64's range of buckets:
+    // the sums overflowed and the bucket's bound was a shift past 63.
+    use trace_file::{ChunkKind, FuncWindow, StatWindow, SysWindow, ThreadWindow, Writer};
+    let b = sleeper(100);
+    let mut header = b.header.clone();
+    header.mode = "stat".into();
+    let mut w = Writer::new(Vec::new()).unwrap();
+    w.meta(ChunkKind::Header, &header).unwrap();
+    w.meta(ChunkKind::Probes, &b.probes).unwrap();
+    let window = StatWindow {
+        start_ns: START + 5,
+        end_ns: START,
+        functions: vec![FuncWindow {
+            id: 1,
+            calls: u64::MAX,
+            timed: Some(u64::MAX),
+            errors: u64::MAX,
+            total_ns: u64::MAX,
+            hist: vec![u64::MAX; 100],
+        }],
+        threads: vec![ThreadWindow {
+            tid: 100,
+            running_ns: u64::MAX,
+            ready_ns: u64::MAX,
+            wait_hist: vec![u64::MAX; 100],
+            syscall_ns: u64::MAX,
+            ..ThreadWindow::default()
+        }],
+        syscalls: vec![SysWindow {
+            nr: 0,
+            calls: u64::MAX,
+            total_ns: u64::MAX,
+            positive_sum: u64::MAX,
+            ..SysWindow::default()
+        }],
+        dropped: 0,
+    };
+    for _ in 0..2 {
+        w.meta(ChunkKind::Window, &window).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.stat");
+    std::fs::write(&p, w.into_inner()).unwrap();
+    let s = summarize(&[p]).unwrap();
+    let f = s.function("handle_request").unwrap();
+    assert_eq!((f.calls, f.inclusive_ns), (u64::MAX, u64::MAX));
+    assert_eq!(f.max_ns, (1 << 63) + (1 << 62));
+    let t = s.thread(100).unwrap();
+    assert_eq!((t.running_ns, t.ready_waits), (u64::MAX, Some(u64::MAX)));
+    assert_eq!(s.syscall("read").unwrap().bytes_read, u64::MAX);
+    for format in [Format::Table, Format::Json, Format::Csv] {
+        let opts = SummaryOptions {
+            format,
+            ..SummaryOptions::default()
+        };
+        render_string(&s, &opts);
+    }
+}
+
+#[test]
+fn probe_ids_past_the_probe_table_cost_no_table_up_to_them() {
+    // Slots were a table indexed by probe id: id u32::MAX asked for 16 GiB.
+    let mut b = sleeper(100);
+    b.at(3000, 0, 100, entry(u32::MAX))
+        .at(3100, 0, 100, ret(u32::MAX, 0))
+        .at(3200, 0, 100, entry(7))
+        .at(3300, 0, 100, ret(7, 0));
+    b.stop(4000);
+    let s = summary_of(&b);
+    for name in [
+        "handle_request",
+        "other",
+        "function_4294967295",
+        "function_7",
+    ] {
+        assert_eq!(s.function(name).map(|f| f.calls), Some(1), "{name}");
+    }
+}
+
+#[test]
+fn a_system_call_number_of_any_u32_costs_no_table_up_to_it() {
+    // The merged system calls were a table indexed by number: u32::MAX asked for 2^32
+    // entries.
+    let mut b = sleeper(100);
+    b.at(3000, 0, 100, enter(u32::MAX, 0, 0))
+        .at(3100, 0, 100, exit(u32::MAX, 0));
+    let s = summary_of(&b);
+    let nrs: Vec<u32> = s.syscalls().iter().map(|x| x.nr).collect();
+    assert_eq!(nrs, [35, u32::MAX]);
 }

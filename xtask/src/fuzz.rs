@@ -4,6 +4,9 @@
 //! Each target reads its committed seed corpus `fuzz/corpus/NAME/` and writes what it finds
 //! new to `target/fuzz-corpus/NAME/` (kept between runs), so the committed corpus changes
 //! only with `--grow`. Findings go to `fuzz/artifacts/NAME/`, as cargo-fuzz puts them.
+//!
+//! The targets' bodies are the crate `fuzz-bodies`, whose test replays every committed
+//! input on stable: `cargo test` fails on an input that once broke something.
 
 use std::{
     fs::File,
@@ -34,8 +37,8 @@ pub struct Args {
     /// as many inputs and suffices where the code under test has no unsafe code.
     #[arg(long, default_value = "address")]
     sanitizer: String,
-    /// Regenerate the generated seed files first (trace-file's `fuzz_seeds` example); alone,
-    /// do only that.
+    /// Regenerate the generated seed files first (the examples `fuzz_seeds` of trace-file
+    /// and `seeds` of fuzz-bodies); alone, do only that.
     #[arg(long)]
     seed: bool,
 }
@@ -56,20 +59,14 @@ pub fn run(args: &Args) -> Result<()> {
     let ws = setup::workspace();
     let fuzz_dir = ws.join("fuzz");
     if args.seed {
-        setup::status(
-            Command::new("cargo")
-                .current_dir(&ws)
-                .args([
-                    "run",
-                    "-q",
-                    "-p",
-                    "trace-file",
-                    "--example",
-                    "fuzz_seeds",
-                    "--",
-                ])
-                .arg(fuzz_dir.join("corpus")),
-        )?;
+        for (package, example) in [("trace-file", "fuzz_seeds"), ("fuzz-bodies", "seeds")] {
+            setup::status(
+                Command::new("cargo")
+                    .current_dir(&ws)
+                    .args(["run", "-q", "-p", package, "--example", example, "--"])
+                    .arg(fuzz_dir.join("corpus")),
+            )?;
+        }
         if args.time.is_none() && args.runs.is_none() && args.target.is_none() {
             return Ok(());
         }

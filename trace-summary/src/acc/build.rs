@@ -2,14 +2,14 @@
 //! (per file with per-file keys, all files merged by name, per window), with the input
 //! files and the notes on the trace's anomalies.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use trace_merge::timeline::Timeline;
 
 use super::conn::ConnAcc;
 use super::pass::Pass;
 use super::rows::{conn_stats, func_stats, sys_stats};
-use super::scope::{at, Acc, FuncAcc, SysAcc};
+use super::scope::{Acc, FuncAcc, SysAcc};
 use crate::{
     CallEdge, ConnectionStats, DamagedRegion, ErrorRule, FileInfo, FunctionStats, Section,
     SummarizeOptions, Summary, SyscallStats, ThreadStats, Window, JSON_SCHEMA,
@@ -122,7 +122,7 @@ impl Scope<'_> {
                 migrations: a.migrations,
                 syscalls: a.syscalls,
                 syscall_errors: a.syscall_errors,
-                syscall_ns: a.syscall_ns,
+                syscall_ns: a.syscall_ns.0,
                 function_calls: a.function_calls,
                 ready_waits: Some(a.waits.count()),
                 ready_p99_ns: Some(a.waits.quantile(0.99)),
@@ -136,7 +136,8 @@ impl Scope<'_> {
     /// System calls: (merged by number, per thread).
     fn syscalls(&self) -> (Vec<SyscallStats>, Vec<SyscallStats>) {
         let mut by_thread = Vec::new();
-        let mut merged: Vec<Option<SysAcc>> = Vec::new();
+        // By number, in order; a map, since a damaged number may be any u32.
+        let mut merged: BTreeMap<u32, SysAcc> = BTreeMap::new();
         for (slot, a) in self.acc.sys.iter().enumerate() {
             let (r, nr) = self.n.p.sys_meta[slot];
             let m = self.n.tl.thread(r);
@@ -145,13 +146,12 @@ impl Scope<'_> {
             }
             let who = Some((m.tid, m.name.clone()));
             by_thread.push(sys_stats(nr, Some(m.source), who, a));
-            match at(&mut merged, nr) {
-                Some(x) => x.merge(a),
-                slot @ None => *slot = Some(a.clone()),
-            }
+            (merged.entry(nr))
+                .and_modify(|x| x.merge(a))
+                .or_insert_with(|| a.clone());
         }
-        let merged = (merged.iter().enumerate())
-            .filter_map(|(nr, a)| a.as_ref().map(|a| sys_stats(nr as u32, self.file, None, a)))
+        let merged = (merged.iter())
+            .map(|(&nr, a)| sys_stats(nr, self.file, None, a))
             .collect();
         (merged, by_thread)
     }
@@ -189,7 +189,7 @@ impl Scope<'_> {
             });
             let e = &mut edges[i];
             e.calls += a.calls;
-            e.total_ns += a.total;
+            e.total_ns = e.total_ns.saturating_add(a.total.0);
             e.max_ns = e.max_ns.max(a.max);
         }
         for e in &mut edges {
@@ -226,11 +226,11 @@ pub(super) fn build(p: &Pass, tl: &Timeline, end: u64, opts: &SummarizeOptions) 
         Some(w) => (p.windows.iter().enumerate())
             .map(|(i, a)| {
                 let start = i as u64 * w;
-                let stop = (start + w).min(end.max(start));
+                let stop = start.saturating_add(w).min(end.max(start));
                 let mut section = section(a, None, stop - start);
                 // A window holds every thread only if it did something in it.
                 section.threads.retain(|t| {
-                    t.running_ns + t.ready_ns + t.blocked_ns + t.io_ns + t.syscalls > 0
+                    crate::sum([t.running_ns, t.ready_ns, t.blocked_ns, t.io_ns, t.syscalls]) > 0
                 });
                 Window {
                     start_ns: start,
@@ -241,7 +241,7 @@ pub(super) fn build(p: &Pass, tl: &Timeline, end: u64, opts: &SummarizeOptions) 
             .collect(),
         None => Vec::new(),
     };
-    let lost: u64 = files.iter().map(|f| f.lost).sum();
+    let lost = (files.iter()).fold(0, |a: u64, f| a.saturating_add(f.lost));
     let notes = notes(&files, lost, tl);
     Summary {
         schema: JSON_SCHEMA,

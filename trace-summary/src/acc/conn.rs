@@ -7,7 +7,7 @@ use trace_merge::sysclass;
 use trace_merge::timeline::SyscallSpan;
 
 use super::pass::Pass;
-use super::scope::at;
+use super::scope::{at, Sum};
 use crate::{Connection, Histogram};
 
 /// Most thread tids kept per connection.
@@ -36,13 +36,13 @@ pub(super) struct ConnAcc {
     pub(super) accepted: u64,
     pub(super) closed: u64,
     pub(super) open_at_end: u64,
-    pub(super) read: u64,
-    pub(super) written: u64,
+    pub(super) read: Sum,
+    pub(super) written: Sum,
     pub(super) max_concurrency: u32,
     /// Service times.
     pub(super) hist: Histogram,
     /// By concurrency at acceptance: (connections, service ns, bytes).
-    pub(super) by_conc: Vec<(u64, u64, u64)>,
+    pub(super) by_conc: Vec<(u64, Sum, Sum)>,
     pub(super) slowest: BinaryHeap<Slow>,
 }
 
@@ -56,12 +56,13 @@ impl ConnAcc {
         self.hist.record(c.service_ns);
         let k = c.concurrent_at_start as usize;
         if self.by_conc.len() <= k {
-            self.by_conc.resize(k + 1, (0, 0, 0));
+            self.by_conc.resize(k + 1, Default::default());
         }
         let row = &mut self.by_conc[k];
         row.0 += 1;
         row.1 += c.service_ns;
-        row.2 += c.bytes_read + c.bytes_written;
+        row.2 += c.bytes_read;
+        row.2 += c.bytes_written;
         if keep > 0 {
             if self.slowest.len() < keep {
                 self.slowest.push(Slow(c.clone()));
@@ -82,7 +83,7 @@ impl ConnAcc {
         self.read += o.read;
         self.written += o.written;
         if self.by_conc.len() < o.by_conc.len() {
-            self.by_conc.resize(o.by_conc.len(), (0, 0, 0));
+            self.by_conc.resize(o.by_conc.len(), Default::default());
         }
         for (k, r) in o.by_conc.iter().enumerate() {
             let me = &mut self.by_conc[k];
@@ -106,8 +107,8 @@ pub(super) struct OpenConn {
     tgid: u32,
     accepted: u64,
     last_op: u64,
-    read: u64,
-    written: u64,
+    read: Sum,
+    written: Sum,
     ops: u64,
     conc: u32,
     threads: [u32; CONN_THREADS],
@@ -139,8 +140,8 @@ impl Pass {
                     tgid,
                     accepted: s.end,
                     last_op: s.end,
-                    read: 0,
-                    written: 0,
+                    read: Sum::default(),
+                    written: Sum::default(),
                     ops: 0,
                     conc,
                     threads,
@@ -187,8 +188,8 @@ impl Pass {
             accepted_ns: c.accepted,
             service_ns: end.saturating_sub(c.accepted),
             closed,
-            bytes_read: c.read,
-            bytes_written: c.written,
+            bytes_read: c.read.0,
+            bytes_written: c.written.0,
             operations: c.ops,
             concurrent_at_start: c.conc,
             threads: c.threads[..c.nthreads as usize].to_vec(),

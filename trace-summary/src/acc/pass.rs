@@ -16,6 +16,7 @@
 //! before the final state interval, so that split waits (`pending`) for the interval.
 
 use rustc_hash::FxHashMap as FastMap;
+use trace_merge::merge::Source;
 use trace_merge::timeline::{
     Item, LinkKind, Span, StateInterval, SyscallSpan, ThreadState, Timeline,
 };
@@ -27,6 +28,11 @@ use crate::{Error, SummarizeOptions};
 /// System call numbers below this get a direct slot table per thread; larger (none on
 /// x86_64 today) go through a shared map.
 const DIRECT_NR: u32 = 512;
+
+/// Most windows a trace is cut into: a table per window past that is too long to read,
+/// and every thread's figures in every window too much to hold. A record damaged into the
+/// far future would otherwise ask for windows up to it.
+pub(super) const MAX_WINDOWS: u64 = 10_000;
 
 /// A probed function on a thread's stack.
 #[derive(Clone, Copy)]
@@ -91,9 +97,15 @@ pub(super) struct Pass {
     pub(super) keep_conns: usize,
     pub(super) total: Acc,
     pub(super) windows: Vec<Acc>,
+    /// Some time fell past [`MAX_WINDOWS`] windows (and counted in the totals only).
+    pub(super) past_windows: bool,
     pub(super) rt: Vec<ThreadRt>,
-    /// Per source file: probe id -> function slot + 1.
+    /// Per source file: probe id -> function slot + 1, for ids up to its probe table's
+    /// length (ids are dense from 1).
     func_slots: Vec<Vec<u32>>,
+    /// (source, probe id) -> function slot for the other ids (damaged, or of a table that
+    /// came late): a wild id costs an entry, not a table up to it.
+    wild_funcs: FastMap<(u32, u32), u32>,
     /// Function slot -> (source, probe id).
     pub(super) func_meta: Vec<(u32, u32)>,
     /// Sys slot -> (thread, nr).
@@ -149,15 +161,21 @@ impl trace_merge::Consumer for Pass {
 }
 
 impl Pass {
-    /// An empty pass over `sources` files.
-    pub(super) fn new(sources: usize, opts: &SummarizeOptions) -> Pass {
+    /// An empty pass over the files `sources`.
+    pub(super) fn new(sources: &[Source], opts: &SummarizeOptions) -> Pass {
+        let tables = sources
+            .iter()
+            .map(|s| vec![0; s.probes.len() + 1])
+            .collect();
         let mut p = Pass {
             window_ns: opts.window_ns.filter(|&w| w > 0),
             keep_conns: opts.max_connections,
             total: Acc::default(),
             windows: Vec::new(),
+            past_windows: false,
             rt: Vec::new(),
-            func_slots: vec![Vec::new(); sources],
+            func_slots: tables,
+            wild_funcs: FastMap::default(),
             func_meta: Vec::new(),
             sys_meta: Vec::new(),
             big_nr: FastMap::default(),
@@ -167,12 +185,14 @@ impl Pass {
             goroutines: FastMap::default(),
             in_service: Vec::new(),
         };
-        p.total.conns.resize_with(sources, ConnAcc::default);
+        p.total.conns.resize_with(sources.len(), ConnAcc::default);
         p
     }
 
-    fn window_of(&self, t: u64) -> Option<u32> {
-        self.window_ns.map(|w| (t / w) as u32)
+    fn window_of(&mut self, t: u64) -> Option<u32> {
+        let i = t / self.window_ns?;
+        self.past_windows |= i >= MAX_WINDOWS;
+        (i < MAX_WINDOWS).then_some(i as u32)
     }
 
     fn window(&mut self, w: u32) -> &mut Acc {
@@ -249,9 +269,11 @@ impl Pass {
         if let Some(w) = self.window_ns {
             // State time is split exactly at window boundaries.
             let mut t = s.begin;
-            while t < s.end {
+            let end = s.end.min(w.saturating_mul(MAX_WINDOWS));
+            self.past_windows |= end < s.end;
+            while t < end {
                 let wi = t / w;
-                let stop = ((wi + 1) * w).min(s.end);
+                let stop = (wi + 1).saturating_mul(w).min(end);
                 let a = at(&mut self.window(wi as u32).threads, r as u32);
                 a.states[st] += stop - t;
                 if t == s.begin {
@@ -275,19 +297,18 @@ impl Pass {
     }
 
     fn func_slot(&mut self, source: u32, func: u32) -> u32 {
-        let table = &mut self.func_slots[source as usize];
-        if let Some(&s) = table.get(func as usize) {
-            if s != 0 {
-                return s - 1;
+        let next = self.func_meta.len() as u32;
+        let slot = match self.func_slots[source as usize].get_mut(func as usize) {
+            Some(s) if *s != 0 => return *s - 1,
+            Some(s) => {
+                *s = next + 1;
+                next
             }
+            None => *self.wild_funcs.entry((source, func)).or_insert(next),
+        };
+        if slot == next {
+            self.func_meta.push((source, func));
         }
-        let slot = self.func_meta.len() as u32;
-        self.func_meta.push((source, func));
-        // Probe ids are dense from 1; a wild id only costs this table's size once.
-        if table.len() <= func as usize {
-            table.resize(func as usize + 1, 0);
-        }
-        table[func as usize] = slot + 1;
         slot
     }
 
@@ -320,7 +341,7 @@ impl Pass {
         for k in 0..SPLIT {
             d[k] = to[k].saturating_sub(from[k]);
         }
-        let add = |f: &mut FuncAcc| f.split.iter_mut().zip(&d).for_each(|(x, y)| *x += y);
+        let add = |f: &mut FuncAcc| f.split.iter_mut().zip(&d).for_each(|(x, y)| *x += *y);
         add(at(&mut self.total.funcs, slot));
         if let Some(w) = window {
             add(at(&mut self.window(w).funcs, slot));

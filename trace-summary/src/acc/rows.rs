@@ -35,9 +35,9 @@ pub(super) fn func_stats(
             nr: i.nr,
             calls: i.calls,
             errors: i.errors,
-            total_ns: i.ns,
-            bytes_read: i.read,
-            bytes_written: i.written,
+            total_ns: i.ns.0,
+            bytes_read: i.read.0,
+            bytes_written: i.written.0,
         })
         .collect();
     syscalls.sort_by(|x, y| y.total_ns.cmp(&x.total_ns).then(x.nr.cmp(&y.nr)));
@@ -51,19 +51,19 @@ pub(super) fn func_stats(
         errors_negative: a.neg,
         errors_nonzero: a.nonzero,
         unfinished: a.unfinished,
-        inclusive_ns: a.inclusive,
-        self_ns: a.self_ns,
-        running_ns: a.split[0],
-        ready_ns: a.split[1],
-        blocked_ns: a.split[2],
-        io_ns: a.split[3],
+        inclusive_ns: a.inclusive.0,
+        self_ns: a.self_ns.0,
+        running_ns: a.split[0].0,
+        ready_ns: a.split[1].0,
+        blocked_ns: a.split[2].0,
+        io_ns: a.split[3].0,
         mean_ns: h.mean(),
         min_ns: h.min(),
         p50_ns: h.quantile(0.5),
         p90_ns: h.quantile(0.9),
         p99_ns: h.quantile(0.99),
         max_ns: h.max(),
-        session_pct: pct(a.inclusive, duration),
+        session_pct: pct(a.inclusive.0, duration),
         timed_calls: a.calls,
         p50_ci_ns: None,
         p99_ci_ns: None,
@@ -114,8 +114,8 @@ pub(super) fn sys_stats(
         p90_ns: h.quantile(0.9),
         p99_ns: h.quantile(0.99),
         max_ns: h.max(),
-        bytes_read: a.read,
-        bytes_written: a.written,
+        bytes_read: a.read.0,
+        bytes_written: a.written.0,
         flags: Vec::new(),
         hist: h.clone(),
     }
@@ -128,7 +128,8 @@ pub(super) fn conn_stats(a: &ConnAcc) -> ConnectionStats {
     conns.sort_by(|x, y| y.service_ns.cmp(&x.service_ns).then(x.id.cmp(&y.id)));
     let by_concurrency = (a.by_conc.iter().enumerate())
         .filter(|(_, r)| r.0 > 0)
-        .map(|(k, &(n, svc, bytes))| ConcurrencyRow {
+        .map(|(k, &(n, svc, bytes))| (k, n, svc.0, bytes.0))
+        .map(|(k, n, svc, bytes)| ConcurrencyRow {
             concurrency: k as u32,
             connections: n,
             service_ns: svc,
@@ -145,8 +146,8 @@ pub(super) fn conn_stats(a: &ConnAcc) -> ConnectionStats {
         accepted: a.accepted,
         closed: a.closed,
         open_at_end: a.open_at_end,
-        bytes_read: a.read,
-        bytes_written: a.written,
+        bytes_read: a.read.0,
+        bytes_written: a.written.0,
         service_total_ns: h.sum(),
         service_mean_ns: h.mean(),
         service_p50_ns: h.quantile(0.5),

@@ -6,6 +6,11 @@ use trace_merge::timeline::ThreadState;
 use super::conn::ConnAcc;
 use crate::Histogram;
 
+/// A sum of times or bytes. It saturates: only damaged input (times decades apart,
+/// results of exabytes) comes near u64's range, and a figure stuck at its largest says so
+/// better than one wrapped around to a small number.
+pub(super) type Sum = std::num::Saturating<u64>;
+
 /// The split of a function's time: running, ready, blocked, I/O, other.
 pub(super) const SPLIT: usize = 5;
 
@@ -39,9 +44,9 @@ pub(super) struct InnerAcc {
     pub(super) nr: u32,
     pub(super) calls: u64,
     pub(super) errors: u64,
-    pub(super) ns: u64,
-    pub(super) read: u64,
-    pub(super) written: u64,
+    pub(super) ns: Sum,
+    pub(super) read: Sum,
+    pub(super) written: Sum,
 }
 
 /// A function's calls.
@@ -51,10 +56,10 @@ pub(super) struct FuncAcc {
     pub(super) neg: u64,
     pub(super) nonzero: u64,
     pub(super) unfinished: u64,
-    pub(super) inclusive: u64,
-    pub(super) self_ns: u64,
+    pub(super) inclusive: Sum,
+    pub(super) self_ns: Sum,
     /// Inclusive time by [`split_index`].
-    pub(super) split: [u64; SPLIT],
+    pub(super) split: [Sum; SPLIT],
     pub(super) hist: Histogram,
     pub(super) inner: Vec<InnerAcc>,
     /// A Go function: calls paired by goroutine, no thread-state split.
@@ -115,7 +120,7 @@ pub(super) struct ThreadAcc {
     pub(super) migrations: u64,
     pub(super) syscalls: u64,
     pub(super) syscall_errors: u64,
-    pub(super) syscall_ns: u64,
+    pub(super) syscall_ns: Sum,
     pub(super) function_calls: u64,
     /// Each wait for a CPU (ready interval), in the scope where it ended.
     pub(super) waits: Histogram,
@@ -129,8 +134,8 @@ pub(super) struct SysAcc {
     /// (errno, count), in order of first appearance (few distinct ones).
     pub(super) errnos: Vec<(u32, u64)>,
     pub(super) unfinished: u64,
-    pub(super) read: u64,
-    pub(super) written: u64,
+    pub(super) read: Sum,
+    pub(super) written: Sum,
     pub(super) hist: Histogram,
 }
 
@@ -159,7 +164,7 @@ impl SysAcc {
 #[derive(Clone, Default)]
 pub(super) struct EdgeAcc {
     pub(super) calls: u64,
-    pub(super) total: u64,
+    pub(super) total: Sum,
     pub(super) max: u64,
 }
 

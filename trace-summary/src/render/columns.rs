@@ -79,7 +79,7 @@ fn function_table(v: &[FunctionStats]) -> Table {
         ("source", "source"),
     ]);
     for f in v {
-        let inside = f.running_ns + f.ready_ns + f.blocked_ns + f.io_ns;
+        let inside = crate::sum([f.running_ns, f.ready_ns, f.blocked_ns, f.io_ns]);
         if f.point {
             // A USDT probe's hits: no time to show.
             let mut row = vec![Cell::Text(f.name.clone()), Cell::Int(f.calls)];

@@ -74,10 +74,13 @@ impl Keyed for ThreadStats {
             "max_wait" => n(self.ready_max_ns.unwrap_or(0)),
             "blocked" => n(self.blocked_ns),
             "io" => n(self.io_ns),
-            "switches" => n(self.voluntary_switches + self.involuntary_switches),
+            "switches" => n(crate::sum([
+                self.voluntary_switches,
+                self.involuntary_switches,
+            ])),
             "voluntary" => n(self.voluntary_switches),
             "involuntary" => n(self.involuntary_switches),
-            "wakeups" => n(self.wakeups_sent + self.wakeups_received),
+            "wakeups" => n(crate::sum([self.wakeups_sent, self.wakeups_received])),
             "migrations" => n(self.migrations),
             "syscalls" => n(self.syscalls),
             "name" => Text(self.name.clone()),
@@ -104,7 +107,7 @@ impl Keyed for SyscallStats {
             "p90" => n(self.p90_ns),
             "p99" => n(self.p99_ns),
             "max" => n(self.max_ns),
-            "bytes" => n(self.bytes_read + self.bytes_written),
+            "bytes" => n(crate::sum([self.bytes_read, self.bytes_written])),
             "read" => n(self.bytes_read),
             "written" => n(self.bytes_written),
             "name" => Text(self.name.clone()),
@@ -129,7 +132,7 @@ impl Keyed for Connection {
     ];
     fn key(&self, k: &str) -> SortVal {
         match k {
-            "bytes" => n(self.bytes_read + self.bytes_written),
+            "bytes" => n(crate::sum([self.bytes_read, self.bytes_written])),
             "read" => n(self.bytes_read),
             "written" => n(self.bytes_written),
             "operations" => n(self.operations),

@@ -1,0 +1,39 @@
+//! The bodies of the fuzz targets, for `fuzz/` (libFuzzer, with the pinned nightly and
+//! sanitizers: `cargo xtask fuzz`) and for the replay of the committed corpus that `cargo
+//! test` runs on stable (`tests/corpus.rs`), so that an input once found to crash fails
+//! the test suite too.
+//!
+//! Each body takes arbitrary bytes and panics only where the code under test broke a
+//! promise: a panic, an overflow, an error of more than one line, or an inconsistent
+//! answer. Allocations without bound and hangs are libFuzzer's to catch.
+
+mod file;
+mod symbols;
+mod timeline;
+pub mod traces;
+
+pub use file::{container, events, meta};
+pub use symbols::symbolizer;
+pub use timeline::{summary, timeline, writers};
+pub use traces::{Knobs, Traces};
+
+/// A target's body: what it does with one input.
+pub type Body = fn(&[u8]);
+
+/// Every fuzz target by name, as `fuzz/Cargo.toml` names its binaries and `fuzz/corpus/`
+/// its seed directories.
+pub const TARGETS: &[(&str, Body)] = &[
+    ("container", container),
+    ("events", events),
+    ("meta", meta),
+    ("timeline", timeline),
+    ("writers", writers),
+    ("summary", summary),
+    ("symbolizer", symbolizer),
+];
+
+/// Errors are for users: one line each.
+fn one_line(e: &dyn std::fmt::Display) {
+    let s = e.to_string();
+    assert!(!s.contains('\n'), "error of several lines: {s}");
+}

@@ -1,0 +1,76 @@
+//! The symbolizer over binaries it did not expect: users point it at files they do not
+//! control, so it must answer or refuse in one line, never panic, hang or allocate
+//! without bound.
+
+use symbolizer::{Options, Symbolizer, Target};
+
+/// Bytes starting like an ELF file are one, written to a file and read through the
+/// public entry points as `tracer probes` and `tracer record` use them: listing, globs,
+/// resolving names, symbolizing addresses, USDT notes. Other bytes are read as a Go
+/// pclntab and as USDT argument specifications.
+pub fn symbolizer(data: &[u8]) {
+    if !data.starts_with(b"\x7fELF") {
+        return raw(data);
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("bin");
+    std::fs::write(&path, data).expect("writing the binary");
+    let target = Target::Path(path.clone());
+
+    let listed = ok(symbolizer::list(&target, None)).unwrap_or_default();
+    ok(symbolizer::list(&target, Some("*main*")));
+    let all = Options {
+        allow_multiple: true,
+    };
+    for f in listed.iter().take(4) {
+        ok(symbolizer::resolve(&target, &f.symbol, &all));
+    }
+    ok(symbolizer::resolve(&target, "main", &Options::default()));
+    ok(symbolizer::resolve(&target, "m[a-z]*n", &all));
+
+    // Each function's first byte, middle and last byte, and a few addresses around them.
+    let mut addrs: Vec<u64> = (listed.iter().take(32))
+        .flat_map(|f| {
+            let last = f.size.saturating_sub(1);
+            [0, f.size / 2, last].map(|d| f.address.wrapping_add(d))
+        })
+        .collect();
+    addrs.extend([0, 1, 0x1000, 0x40_1000, u64::MAX]);
+    ok(Symbolizer::new().symbolize_batch(&path, &addrs));
+
+    ok(symbolizer::list_usdt(&target, None));
+    ok(symbolizer::resolve_usdt(&target, None, "*", "*"));
+    if let Ok(notes) = symbolizer::parse_stapsdt_notes(data) {
+        for n in notes.iter().take(16) {
+            let _ = symbolizer::parse_usdt_args(&n.args);
+        }
+    }
+}
+
+/// The bytes as a pclntab (its functions, and lookups at their bounds) and as USDT
+/// argument specifications.
+fn raw(data: &[u8]) {
+    if let Some(t) = ok(symbolizer::parse_gopclntab(data, 0x40_1000)) {
+        let _ = t.version();
+        for f in t.functions().iter().take(64) {
+            for pc in [
+                f.entry,
+                f.entry.wrapping_add(1),
+                f.end.wrapping_sub(1),
+                f.end,
+            ] {
+                let _ = t.lookup(pc);
+            }
+        }
+    }
+    if let Ok(s) = std::str::from_utf8(data) {
+        if let Err(e) = symbolizer::parse_usdt_args(s) {
+            crate::one_line(&e);
+        }
+    }
+}
+
+/// The answer, its error checked to be one line.
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> Option<T> {
+    r.map_err(|e| crate::one_line(&e)).ok()
+}

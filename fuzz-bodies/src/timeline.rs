@@ -1,0 +1,150 @@
+//! The merge and the timeline, the writers and the summaries over the trace files of
+//! [`Traces`].
+
+use std::path::PathBuf;
+
+use trace_convert::paraver::Tuning;
+use trace_convert::{chrome, folded, paraver, InputReport, Options, Window};
+use trace_merge::timeline::{Item, Timeline};
+use trace_summary::{By, Format, SummarizeOptions, Summary, SummaryOptions};
+use trace_testkit::invariants::Checker;
+
+use crate::{one_line, Traces};
+
+/// `trace_merge::open` and `feed` over arbitrary traces, every item taken: errors are one
+/// line, and the item stream keeps the timeline's guarantees (states tile every thread's
+/// time, spans close what they open).
+pub fn timeline(data: &[u8]) {
+    let Some(t) = Traces::write(data) else {
+        return;
+    };
+    let tl = match trace_merge::open(&t.paths, &t.knobs.merge) {
+        Ok(tl) => tl,
+        Err(e) => return one_line(&e),
+    };
+    let mut c = Check(Checker::new());
+    let (tl, stopped) = match trace_merge::feed(tl, t.knobs.until, &mut c) {
+        Ok(r) => r,
+        Err(e) => return one_line(&e),
+    };
+    let _ = InputReport::of(&tl).to_string();
+    // Stopped early, calls may still be open: the guarantees hold for a whole stream.
+    if !stopped {
+        if let Err(broken) = c.0.finish(tl.end().unwrap()) {
+            panic!("timeline guarantees broken: {broken:?}");
+        }
+    }
+}
+
+struct Check(Checker);
+
+impl trace_merge::Consumer for Check {
+    type Error = trace_merge::Error;
+    fn item(&mut self, _: &Timeline, item: Item) -> trace_merge::Result<()> {
+        self.0.item(&item);
+        Ok(())
+    }
+}
+
+/// Each writer (Paraver, Trace Event Format, folded stacks) over arbitrary traces: an
+/// error is one line, never a panic.
+pub fn writers(data: &[u8]) {
+    let Some(t) = Traces::write(data) else {
+        return;
+    };
+    let k = &t.knobs;
+    let opts = Options {
+        force: true,
+        window: Window {
+            from_ns: k.from,
+            until_ns: k.until,
+        },
+        merge: k.merge.clone(),
+    };
+    let tuning = if k.small_tuning {
+        Tuning {
+            flush_every: 4,
+            cut_age_ns: 1_000,
+            link_horizon_ns: 10_000,
+        }
+    } else {
+        Tuning::default()
+    };
+    let out = |name: &str| t.dir().join(name);
+    let paraver = paraver::convert_tuned(&t.paths, &out("p"), &opts, &tuning);
+    report(paraver.map(|r| r.to_string()));
+    report(chrome::convert(&t.paths, &out("c.json"), &opts).map(|r| r.to_string()));
+    report(folded::convert(&t.paths, &out("f.folded"), &opts).map(|r| r.to_string()));
+}
+
+fn report(r: trace_convert::Result<String>) {
+    if let Err(e) = r {
+        one_line(&e);
+    }
+}
+
+/// Summaries over arbitrary traces, rendered in every format for every kind of row, and
+/// the comparison of the first file's with all files': an error is one line, never a
+/// panic.
+pub fn summary(data: &[u8]) {
+    let Some(t) = Traces::write(data) else {
+        return;
+    };
+    let opts = SummarizeOptions {
+        window_ns: t.knobs.summary_window,
+        merge: t.knobs.merge.clone(),
+        ..SummarizeOptions::default()
+    };
+    let Some(all) = summarize(&t.paths, &opts) else {
+        return;
+    };
+    let first = match t.paths.len() {
+        1 => Summary::default(),
+        _ => summarize(&t.paths[..1], &opts).unwrap_or_default(),
+    };
+    // JSON holds every kind of row: once; tables and CSV per kind.
+    let json = SummaryOptions {
+        format: Format::Json,
+        window_ns: opts.window_ns,
+        ..SummaryOptions::default()
+    };
+    render(&first, &all, &json);
+    for by in [
+        By::Function,
+        By::Thread,
+        By::Syscall,
+        By::Connection,
+        By::CallGraph,
+    ] {
+        for format in [Format::Table, Format::Csv] {
+            // Per window in one format only: thousands of windows in every one is slow.
+            let o = SummaryOptions {
+                by,
+                format,
+                window_ns: opts.window_ns.filter(|_| format == Format::Csv),
+                ..SummaryOptions::default()
+            };
+            render(&first, &all, &o);
+        }
+    }
+}
+
+/// `all` rendered, and compared with `first`.
+fn render(first: &Summary, all: &Summary, o: &SummaryOptions) {
+    if let Err(e) = trace_summary::render(all, o, &mut std::io::sink()) {
+        one_line(&e);
+    }
+    if let Err(e) = trace_summary::diff(first, all, o, &mut std::io::sink()) {
+        one_line(&e);
+    }
+}
+
+fn summarize(paths: &[PathBuf], opts: &SummarizeOptions) -> Option<Summary> {
+    match trace_summary::summarize_with(paths, opts) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            one_line(&e);
+            None
+        }
+    }
+}

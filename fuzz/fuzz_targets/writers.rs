@@ -1,0 +1,5 @@
+//! The Paraver, Trace Event Format and folded-stack writers over arbitrary traces. The body is `fuzz_bodies::writers`.
+
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_bodies::writers(data));
