@@ -158,7 +158,7 @@ pub enum Error {
         reason: String,
     },
     /// No function by that name; `suggestions` holds close names.
-    #[error("no function `{func}` in {binary}{}", fmt_suggestions(.suggestions))]
+    #[error("no function `{}` in {binary}{}", clean(.func), fmt_suggestions(.suggestions))]
     NoSuchFunction {
         /// Requested function (or glob).
         func: String,
@@ -168,7 +168,7 @@ pub enum Error {
         suggestions: Vec<String>,
     },
     /// Not in the executable, but a library has it.
-    #[error("no function `{func}` in {binary}, but it is found in {lib}: use {short}:{func}")]
+    #[error("no function `{}` in {binary}, but it is found in {lib}: use {short}:{}", clean(.func), clean(.func))]
     FoundInLibrary {
         /// Requested function.
         func: String,
@@ -180,7 +180,7 @@ pub enum Error {
         short: String,
     },
     /// A plain name matched several functions.
-    #[error("`{func}` matches {} functions: {}; pick one (a raw symbol name is unique) or allow multiple", .matches.len(), fmt_list(.matches, 10))]
+    #[error("`{}` matches {} functions: {}; pick one (a raw symbol name is unique) or allow multiple", clean(.func), .matches.len(), fmt_list(.matches, 10))]
     Ambiguous {
         /// Requested function.
         func: String,
@@ -188,7 +188,7 @@ pub enum Error {
         matches: Vec<String>,
     },
     /// The binary has only `.dynsym` and the function is not exported.
-    #[error("no function `{func}` in {binary}: the binary is stripped (no .symtab) and only exported functions are visible; install its debug symbols{} or use a non-stripped build", fmt_debug_hint(.build_id))]
+    #[error("no function `{}` in {binary}: the binary is stripped (no .symtab) and only exported functions are visible; install its debug symbols{} or use a non-stripped build", clean(.func), fmt_debug_hint(.build_id))]
     Stripped {
         /// Requested function.
         func: String,
@@ -224,7 +224,7 @@ pub enum Error {
         reason: String,
     },
     /// The symbol's address lies in no PT_LOAD segment.
-    #[error("{}: address {addr:#x} of `{func}` is in no loadable segment", .path.display())]
+    #[error("{}: address {addr:#x} of `{}` is in no loadable segment", .path.display(), clean(.func))]
     NotLoadable {
         /// The binary.
         path: PathBuf,
@@ -242,7 +242,7 @@ pub enum Error {
         addr: u64,
     },
     /// An address in an anonymous or special mapping (`[vdso]`, JIT code, ...).
-    #[error("address {addr:#x} in process {pid} is in `{mapping}`, which is not backed by a file")]
+    #[error("address {addr:#x} in process {pid} is in `{}`, which is not backed by a file", clean(.mapping))]
     NotFileBacked {
         /// Process.
         pid: u32,
@@ -266,7 +266,7 @@ pub enum Error {
         binary: String,
     },
     /// No USDT probe matches; `suggestions` holds close `provider:name`s.
-    #[error("no USDT probe `{probe}` in {binary}{}", fmt_suggestions(.suggestions))]
+    #[error("no USDT probe `{}` in {binary}{}", clean(.probe), fmt_suggestions(.suggestions))]
     NoSuchUsdtProbe {
         /// Requested `provider:name` (globs).
         probe: String,
@@ -276,7 +276,7 @@ pub enum Error {
         suggestions: Vec<String>,
     },
     /// A USDT probe whose arguments cannot be read.
-    #[error("USDT probe `{probe}` in {binary}: {reason}")]
+    #[error("USDT probe `{}` in {binary}: {}", clean(.probe), clean(.reason))]
     UnsupportedUsdtArgs {
         /// `provider:name`.
         probe: String,
@@ -307,7 +307,23 @@ fn fmt_suggestions(s: &[String]) -> String {
     if s.is_empty() {
         String::new()
     } else {
-        format!("; did you mean: {}?", s.join(", "))
+        format!("; did you mean: {}?", fmt_list(s, s.len()))
+    }
+}
+
+/// A name from a binary, with its control characters escaped: a message stays one line
+/// whatever the binary holds.
+fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| match c.is_control() {
+                true => c.escape_default().to_string(),
+                false => c.to_string(),
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
     }
 }
 
@@ -332,7 +348,8 @@ fn fmt_available(a: &[String]) -> String {
 
 /// Joins at most `max` items, so a message stays one readable line.
 fn fmt_list(items: &[String], max: usize) -> String {
-    let mut s = items[..items.len().min(max)].join(", ");
+    let shown: Vec<_> = items[..items.len().min(max)].iter().map(|i| clean(i)).collect();
+    let mut s = shown.join(", ");
     if items.len() > max {
         s.push_str(&format!(" and {} more", items.len() - max));
     }

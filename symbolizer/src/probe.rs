@@ -1,16 +1,12 @@
 //! Where to put a uprobe at a function entry, and what it will cost.
 //!
-//! x86 uprobes emulate a few instructions (push, jmp/call rel, nop) in the
+//! x86 uprobes emulate a few instructions (push, jmp/call/jcc rel, nop) in the
 //! kernel; anything else is single-stepped out of line, which costs a second
-//! trap. Measured on the reference machine: 0.74 us/hit emulated vs 10.4 us/hit
-//! single-stepped. Behind an `endbr64` (CET builds: Ubuntu's and Fedora's default) the
-//! probe goes on the next instruction: a call recorded this way cost 2.6-2.7 us (2.4 us
-//! built without `endbr64`), where bpftrace, which probes the `endbr64`, took 6.6 us.
-//!
-//! A 5-byte nop (`-pg -mfentry -mnop-mcount`, clang's `-fpatchable-function-entry=5`)
-//! is cheaper still: this machine's kernel (6.18) rewrites a uprobe on one into a call to
-//! its uprobe trampoline, with no trap (1.51-1.60 us per uprobe+uretprobe pair against
-//! 1.87-2.14 us on `push %rbp`, bpftrace on the same function here).
+//! trap. Behind an `endbr64` (CET builds: Ubuntu's and Fedora's default) the
+//! probe goes on the next instruction. A 5-byte nop (`-pg -mfentry
+//! -mnop-mcount`, clang's `-fpatchable-function-entry=5`) is cheaper still:
+//! recent kernels rewrite a uprobe on one into a call to their uprobe
+//! trampoline, with no trap. The costs measured: docs/performance.md.
 
 const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 
@@ -59,6 +55,7 @@ fn is_emulated(c: &[u8]) -> bool {
         0x66 if c.len() > 2 && c[1] == 0x0f && c[2] == 0x1f => true,  // nopw
         0xe8 | 0xe9 | 0xeb => true,                                   // call/jmp rel
         0x70..=0x7f => true,                                          // jcc rel8
+        0x0f if c.len() > 1 && (0x80..=0x8f).contains(&c[1]) => true, // jcc rel32
         _ => false,
     }
 }
