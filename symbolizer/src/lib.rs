@@ -348,7 +348,10 @@ fn fmt_available(a: &[String]) -> String {
 
 /// Joins at most `max` items, so a message stays one readable line.
 fn fmt_list(items: &[String], max: usize) -> String {
-    let shown: Vec<_> = items[..items.len().min(max)].iter().map(|i| clean(i)).collect();
+    let shown: Vec<_> = items[..items.len().min(max)]
+        .iter()
+        .map(|i| clean(i))
+        .collect();
     let mut s = shown.join(", ");
     if items.len() > max {
         s.push_str(&format!(" and {} more", items.len() - max));

@@ -552,7 +552,10 @@ fn go_entry_probe_on_the_stack_check_sees_every_pass() {
     let bin = m.binary.to_string_lossy();
     let entry = m.file_offset - m.skipped;
     let code = objdump(&b.full, m.address, m.address + m.size);
-    let at = code.iter().position(|c| c.0 == m.address + m.skipped).unwrap();
+    let at = code
+        .iter()
+        .position(|c| c.0 == m.address + m.skipped)
+        .unwrap();
     assert!(code[at].1.starts_with("jbe "), "{:?}", code[at]);
     let past = m.file_offset + (code[at + 1].0 - code[at].0);
     events(format!("p:{group}/at0 {bin}:{entry:#x}\n"));
@@ -576,7 +579,9 @@ fn go_entry_probe_on_the_stack_check_sees_every_pass() {
     };
     let (at0, branch, after) = (hits("at0"), hits("branch"), hits("after"));
     std::fs::write(tracing.join(format!("events/{group}/enable")), "0").unwrap();
-    events(format!("-:{group}/at0\n-:{group}/branch\n-:{group}/after\n"));
+    events(format!(
+        "-:{group}/at0\n-:{group}/branch\n-:{group}/after\n"
+    ));
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(reply.contains("200 OK"), "{reply}");

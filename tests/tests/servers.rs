@@ -275,7 +275,13 @@ fn a_go_function_whose_stack_grows_is_entered_once_per_call() {
     assert!(reply.contains("200 OK"), "{reply}");
     let t = read_trace(&out);
     let id = probe_ids(&out)["main.depth"];
-    let entries = count(&t, |r| matches!(r.event, Event::GoEntry { func, .. } if func == id));
-    let exits = count(&t, |r| matches!(r.event, Event::GoExit { func, .. } if func == id));
+    let entries = count(
+        &t,
+        |r| matches!(r.event, Event::GoEntry { func, .. } if func == id),
+    );
+    let exits = count(
+        &t,
+        |r| matches!(r.event, Event::GoExit { func, .. } if func == id),
+    );
     assert_eq!((entries, exits), (n + 1, n + 1));
 }
