@@ -143,6 +143,19 @@ impl Symbolizer {
         Ok(self.bins[i].symbolize(vaddr))
     }
 
+    /// Frames for the byte at `offset` in the file `binary`: an address of a process,
+    /// through the mapping that held it (`addr - start + offset`), as a recorded trace
+    /// keeps them. `None` when no loaded segment holds that offset.
+    pub fn symbolize_offset(
+        &mut self,
+        binary: &Path,
+        offset: u64,
+    ) -> Result<Option<Vec<Frame>>, Error> {
+        let i = self.load(binary)?;
+        let bin = &self.bins[i];
+        Ok(bin.elf.offset_to_vaddr(offset).map(|v| bin.symbolize(v)))
+    }
+
     /// [`Symbolizer::symbolize`] for many addresses in one binary, answers in
     /// the same order, without a path comparison and clock read per address.
     pub fn symbolize_batch(

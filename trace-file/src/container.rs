@@ -61,6 +61,9 @@ pub enum ChunkKind {
     Trailer,
     /// [`crate::StatWindow`], JSON: one interval of counting mode.
     Window,
+    /// [`crate::StackTable`], JSON: stacks, mappings and kernel symbols defined since the
+    /// previous one; written before any `Events` chunk that refers to them.
+    Stacks,
     /// A kind this build does not know; readers skip it (forward compatibility).
     Unknown(u32),
 }
@@ -77,6 +80,7 @@ impl ChunkKind {
             ChunkKind::Lost => 6,
             ChunkKind::Trailer => 7,
             ChunkKind::Window => 8,
+            ChunkKind::Stacks => 9,
             ChunkKind::Unknown(c) => c,
         }
     }
@@ -92,6 +96,7 @@ impl ChunkKind {
             6 => ChunkKind::Lost,
             7 => ChunkKind::Trailer,
             8 => ChunkKind::Window,
+            9 => ChunkKind::Stacks,
             c => ChunkKind::Unknown(c),
         }
     }

@@ -19,8 +19,8 @@ pub use container::{
     MAGIC, MAX_CHUNK, OLDEST_VERSION, SYNC,
 };
 pub use meta::{
-    FuncWindow, LostCounts, Probe, ProbeKind, ProcessInfo, StatWindow, SysWindow, ThreadInfo,
-    ThreadWindow, TraceHeader, Trailer,
+    FuncWindow, KernelSymbol, LostCounts, Mapping, Probe, ProbeKind, ProcessInfo, ProcessMappings,
+    StackDef, StackTable, StatWindow, SysWindow, ThreadInfo, ThreadWindow, TraceHeader, Trailer,
 };
 pub use record::{Event, EventChunkDecoder, EventChunkEncoder, Record};
 

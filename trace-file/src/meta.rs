@@ -59,6 +59,84 @@ pub struct ThreadInfo {
     pub state: char,
 }
 
+/// Part of the file's stack table: the definitions a [`crate::ChunkKind::Stacks`] chunk
+/// adds. Stacks are interned: a `Sample` or `BlockStack` record names one by its id, and a
+/// stack repeated costs its id only. Addresses are as they were in the process; what they
+/// stand for is in its mappings and the kernel's symbols, recorded alongside so that a trace
+/// is symbolized anywhere, later.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StackTable {
+    /// New stacks.
+    #[serde(default)]
+    pub stacks: Vec<StackDef>,
+    /// Executable mappings of processes, as read when their stacks needed them.
+    #[serde(default)]
+    pub mappings: Vec<ProcessMappings>,
+    /// Kernel functions the kernel frames of the stacks so far fall in.
+    #[serde(default)]
+    pub kernel_symbols: Vec<KernelSymbol>,
+}
+
+/// One distinct stack of one process.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct StackDef {
+    /// Its id, unique in the file (and in a rotating run's files).
+    pub id: u32,
+    /// The process whose addresses the user frames are.
+    pub tgid: u32,
+    /// User frames, innermost first, as addresses to look up: the instruction pointer,
+    /// then each return address minus one (the call instruction).
+    pub user: Vec<u64>,
+    /// Kernel frames, innermost first: return addresses as the kernel gave them.
+    pub kernel: Vec<u64>,
+    /// Why the user frames stop short of the thread's first function, when they do:
+    /// "copy" (the stack copied was too short), "unwind: ..." (no unwind information for
+    /// an address, or it led nowhere), "read: ..." (the stack could not be copied),
+    /// "depth" (more frames than are kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
+}
+
+/// The executable mappings of a process at `at_ns`: later lists of the same process
+/// supersede earlier ones from their time on.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcessMappings {
+    /// The process.
+    pub tgid: u32,
+    /// CLOCK_MONOTONIC when they were read.
+    pub at_ns: u64,
+    /// Its executable mappings.
+    pub maps: Vec<Mapping>,
+}
+
+/// One executable mapping of a file (or of the vDSO) in a process.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// Past its last address.
+    pub end: u64,
+    /// Offset in the file of `start`.
+    pub offset: u64,
+    /// The file, as /proc/PID/maps names it (`[vdso]` for the vDSO).
+    pub path: String,
+    /// Its GNU build-id, hex, when it has one: finds the same file, or its debug file,
+    /// on another machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+}
+
+/// A kernel function: its first address and its name (from /proc/kallsyms).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KernelSymbol {
+    /// First address.
+    pub addr: u64,
+    /// Past its last address (the next symbol's start).
+    pub end: u64,
+    /// Its name (`name [module]` for a module's).
+    pub name: String,
+}
+
 /// One entry of the probe table: what a `FuncEntry`/`FuncExit` id stands for.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Probe {

@@ -138,6 +138,20 @@ pub enum Event {
         /// The goroutine (its `g` pointer).
         g: u64,
     },
+    /// An on-CPU sample of the record's thread: its stack, an id of the file's stack
+    /// table ([`crate::StackTable`]), and the CPU time it stands for.
+    Sample {
+        /// The stack's id.
+        stack: u32,
+        /// CPU time the sample stands for (the sampling event's period), ns.
+        period: u64,
+    },
+    /// The stack the record's thread blocks in: its next switch, right after, leaves the
+    /// CPU for a state that is not runnable.
+    BlockStack {
+        /// The stack's id.
+        stack: u32,
+    },
 }
 
 /// One event with its time, thread and CPU.
@@ -188,6 +202,8 @@ impl Event {
             Event::Usdt { .. } => USDT,
             Event::GoEntry { .. } => GO_ENTRY,
             Event::GoExit { .. } => GO_EXIT,
+            Event::Sample { .. } => SAMPLE,
+            Event::BlockStack { .. } => BLOCK_STACK,
         }) as u8
     }
 
@@ -283,6 +299,16 @@ impl Event {
                     func: r.func,
                     ret: r.ret,
                     g: r.g,
+                }
+            }
+            abi::kind::SAMPLE | abi::kind::BLOCK_STACK => {
+                let r: abi::Sample = read(bytes)?;
+                match h.kind {
+                    abi::kind::SAMPLE => Event::Sample {
+                        stack: r.stack,
+                        period: r.period,
+                    },
+                    _ => Event::BlockStack { stack: r.stack },
                 }
             }
             _ => return None,
@@ -400,6 +426,11 @@ impl EventChunkEncoder {
                 put_i64(b, ret as i64);
                 put_u64(b, g);
             }
+            Event::Sample { stack, period } => {
+                put_u64(b, stack as u64);
+                put_u64(b, period);
+            }
+            Event::BlockStack { stack } => put_u64(b, stack as u64),
         }
         self.prev_ts = ts;
         self.count += 1;
@@ -614,6 +645,11 @@ impl<'a> EventChunkDecoder<'a> {
                 ret: self.i64()? as u64,
                 g: self.u64()?,
             },
+            15 => Event::Sample {
+                stack: self.u32()?,
+                period: self.u64()?,
+            },
+            16 => Event::BlockStack { stack: self.u32()? },
             other => return Err(self.corrupt(&format!("unknown record kind {other}"))),
         };
         self.prev_ts = ts;

@@ -114,8 +114,9 @@ pub struct Config {
     pub time_every: u32,
     /// 1: only the system calls set in map `SYSCALLS` are traced (`--syscalls`).
     pub syscall_filter: u32,
-    /// Zero: the padding, explicit.
-    pub _pad: u32,
+    /// 1: stacks are taken (`--stacks`): at every switch out of a traced thread that
+    /// blocks, and by the `stack_sample` perf-event program when it is attached.
+    pub stacks: u32,
 }
 
 impl Config {
@@ -128,7 +129,7 @@ impl Config {
         cgroup: 0,
         time_every: 1,
         syscall_filter: 0,
-        _pad: 0,
+        stacks: 0,
     };
 }
 

@@ -32,8 +32,15 @@ pub mod kind {
     pub const GO_ENTRY: u16 = 13;
     /// [`GoExit`](super::GoExit).
     pub const GO_EXIT: u16 = 14;
+    /// [`Sample`](super::Sample): an on-CPU sample's stack, interned by the recorder.
+    pub const SAMPLE: u16 = 15;
+    /// [`Sample`](super::Sample): the stack a thread blocked in, just before its switch.
+    pub const BLOCK_STACK: u16 = 16;
     /// How many kinds there are: their numbers are `1..=COUNT`.
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 16;
+    /// [`StackRaw`](super::StackRaw): ring buffers only. The recorder unwinds it and
+    /// writes a [`SAMPLE`] or [`BLOCK_STACK`] record in its place.
+    pub const STACK_RAW: u16 = 100;
     /// The name of each kind, by number - 1 (`tracer dump`, the recorder's counts, the
     /// trailer).
     pub const NAMES: [&str; COUNT] = [
@@ -51,6 +58,8 @@ pub mod kind {
         "usdt",
         "go_entry",
         "go_exit",
+        "sample",
+        "block_stack",
     ];
 }
 
@@ -241,6 +250,78 @@ pub struct GoExit {
     pub g: u64,
 }
 
+/// Kernel frames a [`StackRaw`] carries (the kernel's own limit is 127).
+pub const MAX_KERNEL_FRAMES: usize = 64;
+/// Bytes of a thread's user stack a [`StackRaw`] copies at most, from its stack pointer up
+/// (perf's `--call-graph dwarf` copies 8 KiB by default; servers' stacks are deeper).
+pub const USER_STACK_BYTES: usize = 16384;
+/// The copy goes a page at a time: a page that cannot be read ends it, keeping the pages
+/// before it (a single read of the whole range fails whole).
+pub const STACK_PAGE: usize = 4096;
+
+/// Why a [`StackRaw`] was taken.
+pub mod stack_cause {
+    /// An on-CPU sample (the cpu-clock perf event).
+    pub const SAMPLE: u32 = 0;
+    /// The thread switches out in a state that is not runnable: it blocks here.
+    pub const BLOCK: u32 = 1;
+}
+
+/// The raw material of a stack: the kernel's frames, the user registers and the top of the
+/// user stack, which the recorder unwinds with the binaries' unwind tables. Only the first
+/// [`StackRaw::FIXED`] + `user_len` bytes are sent.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct StackRaw {
+    /// Time, thread and kind ([`kind::STACK_RAW`]).
+    pub h: Header,
+    /// The thread's process.
+    pub tgid: u32,
+    /// One of [`stack_cause`].
+    pub cause: u32,
+    /// For a sample, the perf event's period: ns of CPU time it stands for.
+    pub period: u64,
+    /// User registers: instruction, stack and frame pointers.
+    pub ip: u64,
+    /// The user stack pointer: `user[0]` is the byte at this address.
+    pub sp: u64,
+    /// The user frame pointer.
+    pub bp: u64,
+    /// How many of `kernel` hold a frame.
+    pub kernel_frames: u32,
+    /// How many bytes of `user` were copied.
+    pub user_len: u32,
+    /// Zero, or the error of the read that ended the copy before [`USER_STACK_BYTES`].
+    pub user_err: i32,
+    /// Zero, or the error of `bpf_get_stack` for the kernel's frames.
+    pub kernel_err: i32,
+    /// Kernel return addresses, innermost first.
+    pub kernel: [u64; MAX_KERNEL_FRAMES],
+    /// The user stack from `sp` up; a page more than is ever sent, so that every page's
+    /// read has room whatever the verifier knows of its offset.
+    pub user: [u8; USER_STACK_BYTES + STACK_PAGE],
+}
+
+impl StackRaw {
+    /// Bytes before `user`: always sent.
+    pub const FIXED: usize = core::mem::size_of::<StackRaw>() - USER_STACK_BYTES - STACK_PAGE;
+}
+
+/// A stack the recorder unwound, as it writes it: an id of the file's stack table.
+/// Used for both `SAMPLE` (with the period) and `BLOCK_STACK`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The stack's id in the file's stack table.
+    pub stack: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+    /// For an on-CPU sample, ns of CPU time it stands for (0 for a blocking stack).
+    pub period: u64,
+}
+
 /// How the `usdt` program reads one argument: the register (a byte offset in `struct
 /// pt_regs`), the memory it points to, or a constant.
 #[repr(C)]
@@ -317,6 +398,8 @@ exact_layout! {
     Usdt { Header, u32, u32, [u64; MAX_USDT_ARGS] }
     GoEntry { Header, u32, u32, u64 }
     GoExit { Header, u32, u32, u64, u64 }
+    StackRaw { Header, u32, u32, u64, u64, u64, u64, u32, u32, i32, i32, [u64; MAX_KERNEL_FRAMES], [u8; USER_STACK_BYTES + STACK_PAGE] }
+    Sample { Header, u32, u32, u64 }
     UsdtArg { u8, i8, u8, u8, u16, u16, i64 }
     UsdtSpec { u32, u32, [UsdtArg; MAX_USDT_ARGS] }
 }

@@ -13,6 +13,8 @@
 //! rare lifetime events below stay classic. (What each saves: docs/performance.md.)
 //! - `task_newtask`, `sched_process_exit`, `task_rename`, `sched_process_exec`: thread
 //!   lifetimes and names; a new thread or child process of a traced process is traced too.
+//! - `stack_sample` (module `stacks`, with `--stacks`): on-CPU samples' stacks, and from
+//!   `sched_switch` the stack a traced thread blocks in.
 //! - `ns_ids`: a task iterator the recorder runs once when it is in a container's PID
 //!   namespace, to learn the kernel's ids of the tasks it sees (module `pidns`).
 //!
@@ -27,6 +29,8 @@ fn main() {}
 
 #[cfg(target_arch = "bpf")]
 mod pidns;
+#[cfg(target_arch = "bpf")]
+mod stacks;
 #[cfg(target_arch = "bpf")]
 mod stat;
 #[cfg(target_arch = "bpf")]
@@ -51,11 +55,13 @@ mod programs {
     };
     use tracer_abi::*;
 
-    use crate::stat;
+    use crate::{stacks, stat};
 
     #[btf_map]
-    static EVENTS: ArrayOfMaps<RingBuf<u8, { RING_BYTES as usize }>, { MAX_CPUS as usize }> =
-        ArrayOfMaps::new();
+    pub(crate) static EVENTS: ArrayOfMaps<
+        RingBuf<u8, { RING_BYTES as usize }>,
+        { MAX_CPUS as usize },
+    > = ArrayOfMaps::new();
 
     /// Traced processes (tgid -> 1): filters system calls and inherits to new threads.
     #[btf_map]
@@ -102,7 +108,7 @@ mod programs {
     static CONFIG: Config = Config::RECORD;
 
     #[inline(always)]
-    fn config() -> Config {
+    pub(crate) fn config() -> Config {
         // SAFETY: as for `offsets`.
         unsafe { core::ptr::read_volatile(&CONFIG) }
     }
@@ -142,7 +148,7 @@ mod programs {
 
     /// A record's header; `tid` is the kernel's id, recorded as the recorder sees it.
     #[inline(always)]
-    fn header(tid: u32, kind: u16) -> Header {
+    pub(crate) fn header(tid: u32, kind: u16) -> Header {
         Header {
             // SAFETY: helper without preconditions.
             ts: unsafe { bpf_ktime_get_ns() },
@@ -164,7 +170,7 @@ mod programs {
 
     /// [`seen`] for the process of thread `tid`, whose process id is `tgid`.
     #[inline(always)]
-    fn seen_tgid(tid: u32, tgid: u32) -> u32 {
+    pub(crate) fn seen_tgid(tid: u32, tgid: u32) -> u32 {
         if config().pidns == 0 {
             return tgid;
         }
@@ -205,7 +211,7 @@ mod programs {
     }
 
     #[inline(always)]
-    fn is_traced_tid(tid: u32) -> bool {
+    pub(crate) fn is_traced_tid(tid: u32) -> bool {
         // black_box keeps this a scalar: LLVM would otherwise OR two lookups' pointers
         // together, which the verifier rejects.
         maybe_traced(tid) && core::hint::black_box(TIDS.get_ptr(tid).is_some())
@@ -234,7 +240,7 @@ mod programs {
     }
 
     #[inline(always)]
-    fn current() -> (u32, u32) {
+    pub(crate) fn current() -> (u32, u32) {
         let id = bpf_get_current_pid_tgid();
         ((id >> 32) as u32, id as u32)
     }
@@ -614,7 +620,7 @@ mod programs {
     /// unsigned int prev_state)`, called while `prev` is still current.
     #[btf_tracepoint(function = "sched_switch")]
     pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
-        let (_, prev) = current();
+        let (prev_tgid, prev) = current();
         let prev_task: *const u8 = ctx.arg(1);
         let next_task: *const u8 = ctx.arg(2);
         let next: u32 = kernel_field(next_task, kernel_offset!(task_pid));
@@ -658,6 +664,9 @@ mod programs {
         } else {
             true
         };
+        if prev_traced && !counting() && stacks::blocks(prev_state) {
+            stacks::capture(&ctx, prev, prev_tgid, stack_cause::BLOCK, 0);
+        }
         if record {
             emit(Switch {
                 h: header(prev, kind::SWITCH),

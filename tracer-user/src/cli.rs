@@ -69,6 +69,14 @@ pub enum Command {
         /// With --trigger, how long to go on recording after it fires.
         #[arg(long, value_parser = parse_duration, default_value = "1s", requires = "trigger")]
         after: Duration,
+        /// Record stacks: on-CPU samples of the traced threads (user and kernel frames),
+        /// and the stack each blocks in, so off-CPU time has one too.
+        #[arg(long)]
+        stacks: bool,
+        /// With --stacks, on-CPU samples per second of CPU time.
+        #[arg(long, value_name = "HZ", default_value_t = 99, requires = "stacks",
+              value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        frequency: u64,
     },
     /// Count in the kernel (always-on mode): per function, thread and system call, written
     /// as one window per interval. Near-zero cost: no record crosses to user space.
@@ -265,6 +273,7 @@ impl Target {
             cgroup: self.cgroup,
             events: self.events,
             syscalls: self.syscalls.map(|l| l.0),
+            stacks: None,
         })
     }
 }

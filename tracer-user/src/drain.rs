@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use trace_file::{ChunkKind, Event, EventChunkEncoder};
 
-use crate::{files::TraceWriter, kernel::Kernel};
+use crate::{files::TraceWriter, kernel::Kernel, stacks::Stacks};
+
+/// `Header::kind` of a [`tracer_abi::StackRaw`], as its bytes are in a ring record.
+const STACK_RAW: [u8; 2] = tracer_abi::kind::STACK_RAW.to_ne_bytes();
 
 /// Flush a CPU's encoded records once they reach this size...
 const CHUNK_BYTES: usize = 256 << 10;
@@ -26,6 +29,8 @@ pub struct Drain {
     /// Per CPU, ring records that did not decode (a program newer than this recorder):
     /// lost, and counted as such.
     pub undecodable: Vec<u64>,
+    /// With `--stacks`, the stacks interned so far.
+    pub stacks: Option<Stacks>,
 }
 
 impl Drain {
@@ -38,6 +43,7 @@ impl Drain {
             counts: [0; Event::KINDS],
             total: 0,
             undecodable: vec![0; cpus as usize],
+            stacks: None,
         }
     }
 
@@ -51,12 +57,20 @@ impl Drain {
         let mut n = 0;
         for cpu in 0..kernel.rings.len() {
             while let Some(item) = kernel.rings[cpu].next() {
-                let Some((ts, tid, event)) = Event::from_ring(&item) else {
+                let raw_stack = item.get(12..14) == Some(&STACK_RAW);
+                let decoded = match &mut self.stacks {
+                    Some(s) if raw_stack => s.take(&item),
+                    _ => Event::from_ring(&item),
+                };
+                let Some((ts, tid, event)) = decoded else {
                     self.undecodable[cpu] += 1;
                     continue;
                 };
                 self.encoders[cpu].push(ts, tid, &event);
                 self.counts[event.kind_index()] += 1;
+                if let (Event::Exec { .. }, Some(s)) = (&event, &mut self.stacks) {
+                    s.forget(tid);
+                }
                 see(ts, tid, &event);
                 n += 1;
             }
@@ -72,6 +86,10 @@ impl Drain {
         self.flushed_at[cpu] = Instant::now();
         if self.encoders[cpu].is_empty() {
             return Ok(());
+        }
+        // The stacks these records name are defined before them.
+        if let Some(table) = self.stacks.as_mut().and_then(Stacks::take_table) {
+            self.w.meta(ChunkKind::Stacks, &table)?;
         }
         let payload = self.encoders[cpu].finish();
         self.w.chunk(ChunkKind::Events, &payload)?;

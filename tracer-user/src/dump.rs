@@ -107,6 +107,47 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
                 )?;
             }
         }
+        ChunkKind::Stacks => {
+            let t: trace_file::StackTable = chunk.meta()?;
+            for m in &t.mappings {
+                for e in &m.maps {
+                    writeln!(
+                        out,
+                        "# mapping tgid={} start={:#x} end={:#x} offset={:#x} build_id={} path={}",
+                        m.tgid,
+                        e.start,
+                        e.end,
+                        e.offset,
+                        e.build_id.as_deref().unwrap_or("-"),
+                        e.path
+                    )?;
+                }
+            }
+            for k in &t.kernel_symbols {
+                writeln!(
+                    out,
+                    "# kernel_symbol addr={:#x} end={:#x} name={}",
+                    k.addr, k.end, k.name
+                )?;
+            }
+            for s in &t.stacks {
+                let hex = |v: &[u64]| {
+                    v.iter()
+                        .map(|a| format!("{a:#x}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                writeln!(
+                    out,
+                    "# stack id={} tgid={} cut={} user={} kernel={}",
+                    s.id,
+                    s.tgid,
+                    s.cut.as_deref().unwrap_or("-"),
+                    hex(&s.user),
+                    hex(&s.kernel)
+                )?;
+            }
+        }
         ChunkKind::Events => {
             for r in EventChunkDecoder::new(&chunk.payload, chunk.offset)? {
                 let r = r?;
@@ -246,5 +287,7 @@ pub fn describe(e: &Event) -> String {
         Event::GoExit { func, ret, g } => {
             format!("go_exit func={func} ret={} g={g:#x}", ret as i64)
         }
+        Event::Sample { stack, period } => format!("sample stack={stack} period_ns={period}"),
+        Event::BlockStack { stack } => format!("block_stack stack={stack}"),
     }
 }

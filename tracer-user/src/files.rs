@@ -145,6 +145,9 @@ impl Files {
         next.header.monotonic_to_realtime_ns = crate::clock::monotonic_to_realtime();
         self.bytes_before += d.w.bytes_written();
         d.w = next.write(file, &threads)?;
+        if let Some(s) = &mut d.stacks {
+            s.restart();
+        }
         self.older
             .push_back(std::mem::replace(&mut self.current, path));
         self.started = Instant::now();

@@ -280,6 +280,33 @@ impl Kernel {
         Ok(())
     }
 
+    /// Attaches `stack_sample` to a software cpu-clock event on each CPU at `hz` samples
+    /// per second of CPU time.
+    pub fn attach_sampler(&mut self, cpus: u32, hz: u64) -> Result<()> {
+        use aya::programs::perf_event::{
+            PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
+        };
+        let p: &mut PerfEvent = self.program("stack_sample")?;
+        p.load()
+            .map_err(|e| anyhow!("the kernel refused program stack_sample: {e}"))?;
+        let online =
+            aya::util::online_cpus().map_err(|(path, e)| anyhow!("reading {path}: {e}"))?;
+        let mut links = Vec::new();
+        for cpu in online.into_iter().filter(|&c| c < cpus) {
+            let id = p
+                .attach(
+                    PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                    PerfEventScope::AllProcessesOneCpu { cpu },
+                    SamplePolicy::Frequency(hz),
+                    false,
+                )
+                .map_err(|e| anyhow!("opening the cpu-clock event of CPU {cpu}: {e}"))?;
+            links.push(Box::new(p.take_link(id)?) as Box<dyn Send>);
+        }
+        self.links.extend(links);
+        Ok(())
+    }
+
     fn program<'a, P>(&'a mut self, name: &str) -> Result<&'a mut P>
     where
         &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,

@@ -17,6 +17,7 @@ mod procfs;
 mod record;
 mod session;
 mod sessions;
+mod stacks;
 mod stat;
 mod status;
 mod tracefs;
@@ -54,9 +55,15 @@ fn run(cli: Cli) -> Result<()> {
             empty_probes,
             trigger,
             after,
+            stacks,
+            frequency,
         } => {
             let output = output.unwrap_or_else(|| "tracer.trace".into());
             let mut opts = target.options(output, None, empty_probes)?;
+            if stacks && !opts.events.sched {
+                bail!("--stacks takes the blocking stacks at switches, which --events leaves out");
+            }
+            opts.stacks = stacks.then_some(frequency);
             opts.trigger = match trigger {
                 Some(t) => Some(trigger::Trigger::parse(&t, after)?),
                 None => None,

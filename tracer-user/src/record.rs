@@ -54,6 +54,8 @@ pub struct RecordOptions {
     pub events: Events,
     /// Only these system calls (numbers), when given.
     pub syscalls: Option<Vec<u32>>,
+    /// Record stacks (`--stacks`), with on-CPU samples at this frequency (Hz).
+    pub stacks: Option<u64>,
 }
 
 /// The classes of events recorded or counted (`--events`); one that is off is not
@@ -157,6 +159,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         },
     };
     let mut d = Drain::new(writer, s.cpus);
+    if opts.stacks.is_some() {
+        d.stacks = Some(crate::stacks::Stacks::new());
+    }
     let mut files = Files::new(s.first.clone());
     let started = Instant::now();
     let counting = matches!(mode, Mode::Stat(_));

@@ -115,7 +115,7 @@ impl Session {
             time_every: opts.stat.map_or(1, |s| s.time_every),
             // Without system calls but with a cgroup, sys_enter only finds newcomers.
             syscall_filter: (opts.syscalls.is_some() || !opts.events.syscalls) as u32,
-            _pad: 0,
+            stacks: opts.stacks.is_some() as u32,
         };
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
         if let Some(cg) = &cgroup {
@@ -146,6 +146,9 @@ impl Session {
         // created in between is caught by task_newtask (its process is already in the
         // filter) and listed by /proc as well.
         kernel.attach_tracepoints(opts.empty_probes, opts.events, cgroup.is_some())?;
+        if let Some(hz) = opts.stacks {
+            kernel.attach_sampler(cpus, hz)?;
+        }
         if opts.inherit {
             let descendants = trace_descendants(&mut kernel, &pids)?;
             probes::extend_to(

@@ -1,0 +1,119 @@
+//! Stacks (`--stacks`): the raw material of a traced thread's stack, taken on the CPU at a
+//! perf event's rate (`stack_sample`) and where it blocks (from `sched_switch`).
+//!
+//! The kernel's frames come from `bpf_get_stack`: the kernel keeps frame pointers or ORC
+//! for its own code. User frames cannot be walked here on binaries built without frame
+//! pointers (most distributions' builds), so the user registers and the top of the user
+//! stack go to the recorder, which unwinds them with the binaries' own unwind tables
+//! (perf's `--call-graph dwarf`). The copy is read a page at a time: a non-sleeping
+//! program cannot fault a page in, and one read of a range with an unreadable byte fails
+//! whole; so the copy ends at the first unreadable page (the stack's end, mostly) and
+//! keeps what it read. The record is built in a per-CPU scratch (cheaper per byte than the
+//! ring's cold memory: docs/performance.md) and only its used part is sent.
+
+use aya_ebpf::{
+    bindings::{pt_regs, BPF_RB_NO_WAKEUP},
+    btf_maps::PerCpuArray,
+    helpers::generated::{
+        bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_get_stack, bpf_probe_read_user,
+        bpf_task_pt_regs,
+    },
+    macros::{btf_map, perf_event},
+    programs::PerfEventContext,
+    EbpfContext,
+};
+use tracer_abi::*;
+
+use crate::programs::{bump, config, current, header, is_traced_tid, seen_tgid, EVENTS};
+
+#[btf_map]
+static STACK_SCRATCH: PerCpuArray<StackRaw, 1> = PerCpuArray::new();
+
+/// An on-CPU sample (a software cpu-clock event on each CPU): the stack of the traced
+/// thread it interrupted, if one was running.
+#[perf_event]
+pub fn stack_sample(ctx: PerfEventContext) -> u32 {
+    let (tgid, tid) = current();
+    if tid == 0 || !is_traced_tid(tid) {
+        return 0;
+    }
+    // SAFETY: the program's context, a `bpf_perf_event_data`.
+    let period = unsafe { (*ctx.ctx).sample_period };
+    capture(&ctx, tid, tgid, stack_cause::SAMPLE, period);
+    0
+}
+
+/// Whether a switch out in `prev_state` (the classic tracepoint's value) leaves the thread
+/// waiting for something: its stack there says what for.
+#[inline(always)]
+pub fn blocks(prev_state: u32) -> bool {
+    prev_state & task_state::REPORT != 0 && prev_state & task_state::EXITED == 0
+}
+
+/// Sends the current thread's stacks as a [`StackRaw`], or counts it as lost.
+#[inline(never)]
+pub fn capture<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32, cause: u32, period: u64) {
+    if config().stacks == 0 {
+        return;
+    }
+    let Some(raw) = STACK_SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's scratch, which nothing else uses while the program runs; the
+    // helpers write within the sizes given.
+    unsafe {
+        (*raw).h = header(tid, kind::STACK_RAW);
+        (*raw).tgid = seen_tgid(tid, tgid);
+        (*raw).cause = cause;
+        (*raw).period = period;
+        let n = bpf_get_stack(
+            ctx.as_ptr(),
+            (*raw).kernel.as_mut_ptr().cast(),
+            (MAX_KERNEL_FRAMES * 8) as u32,
+            0,
+        );
+        (*raw).kernel_frames = if n > 0 { (n / 8) as u32 } else { 0 };
+        (*raw).kernel_err = if n < 0 { n as i32 } else { 0 };
+        // The user registers, saved at the top of the task's kernel stack, whether the
+        // event interrupted user or kernel code.
+        let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as *const pt_regs;
+        let (ip, sp, bp) = ((*regs).rip, (*regs).rsp, (*regs).rbp);
+        (*raw).ip = ip;
+        (*raw).sp = sp;
+        (*raw).bp = bp;
+        let mut off: usize = 0;
+        let mut err: i64 = 0;
+        for _ in 0..USER_STACK_BYTES / STACK_PAGE + 1 {
+            if off >= USER_STACK_BYTES {
+                break;
+            }
+            let addr = sp + off as u64;
+            let mut n = STACK_PAGE - (addr as usize & (STACK_PAGE - 1));
+            if n > USER_STACK_BYTES - off {
+                n = USER_STACK_BYTES - off;
+            }
+            let dst = (*raw).user.as_mut_ptr().add(off & (USER_STACK_BYTES - 1));
+            let r = bpf_probe_read_user(dst.cast(), n as u32, addr as *const _);
+            if r < 0 {
+                err = r;
+                break;
+            }
+            off += n;
+        }
+        (*raw).user_len = off as u32;
+        (*raw).user_err = err as i32;
+        let cpu = bpf_get_smp_processor_id();
+        let Some(rb) = EVENTS.get(cpu) else {
+            bump(counter::LOST);
+            return;
+        };
+        let len = StackRaw::FIXED + (off & (USER_STACK_BYTES * 2 - 1));
+        let bytes = core::slice::from_raw_parts(raw as *const u8, len);
+        if rb
+            .output_untyped::<[u8]>(bytes, BPF_RB_NO_WAKEUP as u64)
+            .is_err()
+        {
+            bump(counter::LOST);
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! User stacks from a copy of the top of a thread's stack and its registers, unwound with
+//! the binaries' own unwind tables (`.eh_frame`, `.debug_frame`): right on code built
+//! without frame pointers, as `perf record --call-graph dwarf` is. The recorder calls it
+//! while recording, when every process's mappings can still be read from /proc.
+//!
+//! Each process has its own unwinder, holding the unwind tables of what it maps; the
+//! tables are read from the files once per process, and again when an address falls
+//! outside every mapping known (a library loaded since).
+#![warn(missing_docs)]
+
+mod maps;
+
+use std::time::{Duration, Instant};
+
+use framehop::{
+    x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64},
+    Unwinder as _,
+};
+use rustc_hash::FxHashMap;
+use trace_file::{Mapping, ProcessMappings};
+
+/// Frames kept at most: deeper stacks are cut, and say so.
+pub const MAX_FRAMES: usize = 128;
+
+/// How often a process's mappings are read again for an address none of them holds.
+const REREAD_EVERY: Duration = Duration::from_millis(100);
+
+/// The registers an unwind starts from and the stack copied from `sp` up.
+pub struct Regs<'a> {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer: `stack[0]` is the byte at this address.
+    pub sp: u64,
+    /// Frame pointer.
+    pub bp: u64,
+    /// The stack copied.
+    pub stack: &'a [u8],
+    /// Whether the copy stopped at its size limit (rather than at the stack's end): a read
+    /// past it then means the copy was too short.
+    pub full: bool,
+}
+
+/// An unwound user stack.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unwound {
+    /// Addresses to look up, innermost first: the instruction pointer, then each return
+    /// address minus one.
+    pub frames: Vec<u64>,
+    /// Why the frames stop short of the thread's first function, if they do.
+    pub cut: Option<String>,
+}
+
+/// The unwinders of the processes seen so far.
+#[derive(Default)]
+pub struct Unwinders {
+    procs: FxHashMap<u32, Process>,
+    cache: CacheX86_64,
+    /// Mapping lists read since the last [`Unwinders::take_mappings`].
+    read: Vec<ProcessMappings>,
+}
+
+struct Process {
+    unwinder: UnwinderX86_64<Vec<u8>>,
+    maps: Vec<Mapping>,
+    read_at: Instant,
+}
+
+impl Unwinders {
+    /// No process known yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Unwinds the user stack of a thread of process `pid`; `now_ns` dates the mappings
+    /// read on the way.
+    pub fn unwind(&mut self, pid: u32, regs: &Regs<'_>, now_ns: u64) -> Unwound {
+        let p = match self.procs.get_mut(&pid) {
+            Some(p) => p,
+            None => {
+                let p = self.load(pid, now_ns);
+                self.procs.entry(pid).or_insert(p)
+            }
+        };
+        if !p.maps.iter().any(|m| (m.start..m.end).contains(&regs.ip))
+            && p.read_at.elapsed() >= REREAD_EVERY
+        {
+            *p = load(pid, now_ns, &mut self.read);
+        }
+        let known = p.maps.iter().any(|m| (m.start..m.end).contains(&regs.ip));
+        let sp = regs.sp;
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+            let bytes = regs
+                .stack
+                .get(off..off.checked_add(8).ok_or(())?)
+                .ok_or(())?;
+            Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+        };
+        let start = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+        let mut it = p
+            .unwinder
+            .iter_frames(regs.ip, start, &mut self.cache, &mut read_stack);
+        let mut out = Unwound::default();
+        loop {
+            match it.next() {
+                Ok(Some(f)) => {
+                    if out.frames.len() == MAX_FRAMES {
+                        out.cut = Some("depth".into());
+                        break;
+                    }
+                    out.frames.push(f.address_for_lookup());
+                }
+                Ok(None) => break,
+                Err(framehop::Error::CouldNotReadStack(addr))
+                    if regs.full && addr >= sp + regs.stack.len() as u64 =>
+                {
+                    out.cut = Some("copy".into());
+                    break;
+                }
+                Err(e) => {
+                    out.cut = Some(format!("unwind: {e}"));
+                    break;
+                }
+            }
+        }
+        if !known && out.cut.is_none() {
+            // Code no file maps (JIT code, say): frames past it are guesses from the frame
+            // pointer.
+            out.cut = Some("unwind: instruction pointer outside every mapped file".into());
+        }
+        out
+    }
+
+    fn load(&mut self, pid: u32, now_ns: u64) -> Process {
+        load(pid, now_ns, &mut self.read)
+    }
+
+    /// Forgets process `pid` (it exited, or executed another program).
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
+    /// The mapping lists read since the last call, with their build-ids: what a trace
+    /// needs to symbolize the stacks later.
+    pub fn take_mappings(&mut self) -> Vec<ProcessMappings> {
+        std::mem::take(&mut self.read)
+    }
+}
+
+/// Reads the mappings of `pid` and the unwind tables of what they map.
+fn load(pid: u32, now_ns: u64, read: &mut Vec<ProcessMappings>) -> Process {
+    let mut unwinder = UnwinderX86_64::new();
+    let mut maps = maps::read(pid);
+    for m in &mut maps {
+        if let Some(bytes) = maps::image(pid, m) {
+            m.build_id = maps::add_module(&mut unwinder, m, &bytes).flatten();
+        }
+    }
+    read.push(ProcessMappings {
+        tgid: pid,
+        at_ns: now_ns,
+        maps: maps.clone(),
+    });
+    Process {
+        unwinder,
+        maps,
+        read_at: Instant::now(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn here() -> (u64, u64, u64) {
+        let (ip, sp, bp): (u64, u64, u64);
+        // SAFETY: reads three registers, touches nothing.
+        unsafe {
+            std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp",
+                ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp);
+        }
+        (ip, sp, bp)
+    }
+
+    #[test]
+    fn unwinds_its_own_stack_to_the_thread_start() {
+        let (ip, sp, bp) = here();
+        // SAFETY: the live stack above `sp` (this frame's callers), read-only.
+        let stack = unsafe { std::slice::from_raw_parts(sp as *const u8, 64 << 10) };
+        let mut u = Unwinders::new();
+        let out = u.unwind(
+            std::process::id(),
+            &Regs {
+                ip,
+                sp,
+                bp,
+                stack,
+                full: true,
+            },
+            0,
+        );
+        assert!(out.frames.len() >= 4, "{out:?}");
+        assert_eq!(out.frames[0], ip);
+        let maps = u.take_mappings();
+        assert_eq!(maps.len(), 1);
+        assert!(maps[0].maps.iter().any(|m| m.build_id.is_some()));
+    }
+
+    #[test]
+    fn a_process_that_is_gone_has_no_frames_past_its_ip() {
+        let mut u = Unwinders::new();
+        let out = u.unwind(
+            u32::MAX,
+            &Regs {
+                ip: 0x1000,
+                sp: 0x2000,
+                bp: 0,
+                stack: &[],
+                full: false,
+            },
+            0,
+        );
+        assert_eq!(out.frames, vec![0x1000]);
+        assert!(out.cut.is_some());
+    }
+}
