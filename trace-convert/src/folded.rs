@@ -18,14 +18,16 @@
 //! on a CPU), and the interval splits at them when it arrives. So memory does not grow
 //! with a thread that runs for long.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
 use crate::output::write_atomically;
+use stack_names::StackNames;
 use trace_merge::report::require_content;
+use trace_merge::stacks::Blocking;
 use trace_merge::sysclass;
 use trace_merge::timeline::{Item, Span, ThreadRef, ThreadState, Timeline};
 
@@ -165,6 +167,9 @@ struct ThreadStack {
     running_from: Option<u64>,
 }
 
+/// A thread, the (file, stack) its time went under (`None`: no stack), and the leaf.
+type SampledKey = (ThreadRef, Option<(u32, u32)>, usize);
+
 /// The tree of stacks and where each thread is in it.
 pub struct Stacks {
     /// [from, until) in ns: the time that counts.
@@ -172,6 +177,12 @@ pub struct Stacks {
     nodes: Vec<Node>,
     children: HashMap<(Option<u32>, Frame), u32>,
     threads: Vec<ThreadStack>,
+    /// Per thread with stacks, its time by (file, stack) and leaf; `None` for time without
+    /// a stack.
+    sampled: HashMap<SampledKey, u64>,
+    /// Threads with at least one stack: their time comes from `sampled`.
+    stacked: HashSet<ThreadRef>,
+    blocking: Blocking,
 }
 
 impl Default for Stacks {
@@ -181,6 +192,9 @@ impl Default for Stacks {
             nodes: Vec::new(),
             children: HashMap::new(),
             threads: Vec::new(),
+            sampled: HashMap::new(),
+            stacked: HashSet::new(),
+            blocking: Blocking::default(),
         }
     }
 }
@@ -231,8 +245,25 @@ impl Stacks {
                 }
             }
             Item::OnCpu { thread, time, .. } => self.thread(thread).running_from = Some(time),
+            Item::Sample(smp) => {
+                self.stacked.insert(smp.thread);
+                self.blocking.note(&smp);
+                if smp.on_cpu && inside(window, smp.time, smp.time + 1) > 0 {
+                    let key = (smp.thread, Some((smp.source, smp.stack)), 0);
+                    *self.sampled.entry(key).or_default() += smp.period;
+                }
+            }
             Item::State(s) => {
                 let leaf = state_leaf(s.state);
+                // The same time told by stacks, for threads that turn out to have them;
+                // running time is the samples'.
+                let stack = self.blocking.stack_of(&s).map(|b| (b.source, b.stack));
+                if let Some(l) = leaf.filter(|&l| l != 0) {
+                    let ns = inside(window, s.begin, s.end);
+                    if ns > 0 {
+                        *self.sampled.entry((s.thread, stack, l)).or_default() += ns;
+                    }
+                }
                 let th = self.thread(s.thread);
                 let running_from = th.running_from.take();
                 let Some(mut node) = th.at else {
@@ -285,8 +316,19 @@ impl Stacks {
             let process = &tl.processes()[m.process as usize].name;
             format!("{};{}", clean(process), clean(&m.name))
         };
-        // Parents come before children, so each name extends its parent's.
+        // Parents come before children, so each name extends its parent's; each node's
+        // thread is its root's.
+        let mut thread_of: Vec<ThreadRef> = Vec::with_capacity(self.nodes.len());
         for (i, n) in self.nodes.iter().enumerate() {
+            let r = match (n.frame, n.parent) {
+                (Frame::Thread(r), _) => r,
+                (_, Some(p)) => thread_of[p as usize],
+                (_, None) => ThreadRef::MAX,
+            };
+            thread_of.push(r);
+            if self.stacked.contains(&r) {
+                continue;
+            }
             let frame = match n.frame {
                 Frame::Thread(r) => root(r),
                 Frame::Func { source, id } => {
@@ -306,9 +348,31 @@ impl Stacks {
         }
         // Threads that never changed their stack.
         for (r, th) in self.threads.iter().enumerate() {
-            if th.at.is_none() {
+            if th.at.is_none() && !self.stacked.contains(&(r as ThreadRef)) {
                 put(&root(r as ThreadRef), &th.lead);
             }
+        }
+        let mut names = StackNames::new();
+        let sources = tl.merger().sources();
+        for (&(r, stack, leaf), &ns) in &self.sampled {
+            if !self.stacked.contains(&r) {
+                continue;
+            }
+            let mut line = root(r);
+            let def = stack.and_then(|(src, id)| {
+                let store = &sources.get(src as usize)?.stacks;
+                Some((src, store, store.stack(id)?))
+            });
+            if let Some((src, store, def)) = def {
+                for f in names.frames(store, src, def) {
+                    line.push(';');
+                    line.push_str(&clean(&f.function));
+                }
+            }
+            line.push(';');
+            line.push_str(LEAVES[leaf]);
+            let sum = out.entry(line).or_insert(0u64);
+            *sum = sum.saturating_add(ns);
         }
         out
     }

@@ -34,6 +34,7 @@
 mod error;
 pub mod merge;
 pub mod report;
+pub mod stacks;
 pub mod sysclass;
 pub mod timeline;
 

@@ -137,6 +137,9 @@ pub struct Source {
     pub cpu_base: u32,
     /// When recording started, in merge time (ns since the earliest start of all inputs).
     pub start: u64,
+    /// Its stacks (`--stacks`), as defined by the chunks read so far: a record naming a
+    /// stack comes after its definition.
+    pub stacks: crate::stacks::StackStore,
     /// Added to a CLOCK_MONOTONIC timestamp of this file to get merge time.
     offset: i64,
 }
@@ -699,6 +702,7 @@ fn open_one(path: &Path, salvage: bool) -> Result<(Source, Input)> {
         identity: 0,
         cpu_base: 0,
         start: 0,
+        stacks: Default::default(),
         offset: 0,
     };
     // Read the metadata that precedes the events, so the thread table and the probe table
@@ -778,6 +782,7 @@ fn read_meta(s: &mut Source, c: &Chunk) -> Result<()> {
             s.skipped = s.skipped.max(l.skipped);
         }
         ChunkKind::Trailer => s.trailer = Some(c.meta().map_err(bad)?),
+        ChunkKind::Stacks => s.stacks.absorb(c.meta().map_err(bad)?),
         ChunkKind::Header => {
             return Err(Error::Invalid {
                 path: s.path.clone(),

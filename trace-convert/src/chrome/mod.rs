@@ -401,7 +401,7 @@ impl<W: Write> Writer<W> {
             self.start_window(tl)?;
         }
         match item {
-            Item::Thread(_) => {}
+            Item::Thread(_) | Item::Sample(_) => {}
             Item::SyscallEntry(e) => self.track(e.thread).sys_open = Some((e.time, e.nr)),
             Item::OnCpu { thread, time, cpu } => self.on_cpu(tl, thread, time, cpu)?,
             Item::State(s) => self.state(tl, &s)?,

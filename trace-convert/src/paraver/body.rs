@@ -223,6 +223,7 @@ impl BodyWriter {
                     self.event(s.thread, s.end, s.cpu, EV_FUNCTION, 0);
                 }
             }
+            Item::Sample(_) => {}
             Item::Mark(mk) => {
                 let base = self.func_base[tl.thread(mk.thread).source as usize];
                 let (th, t, c) = (mk.thread, mk.time, Some(mk.cpu));

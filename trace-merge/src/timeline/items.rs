@@ -141,6 +141,26 @@ pub struct Mark {
     pub args: [u64; tracer_abi::MAX_USDT_ARGS],
 }
 
+/// A stack of a thread (`tracer record --stacks`): an on-CPU sample, or where it blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// The thread.
+    pub thread: ThreadRef,
+    /// When, ns of merge time.
+    pub time: u64,
+    /// The global CPU.
+    pub cpu: u32,
+    /// The file whose stack table has the stack ([`Merger::sources`](crate::merge::Merger::sources)).
+    pub source: u32,
+    /// Its id there ([`crate::stacks::StackStore::stack`]).
+    pub stack: u32,
+    /// True for an on-CPU sample; false for the stack the thread blocks in, whose time
+    /// is that of the off-CPU states that follow ([`crate::stacks::Blocking`]).
+    pub on_cpu: bool,
+    /// For an on-CPU sample, the CPU time it stands for, ns.
+    pub period: u64,
+}
+
 /// A system call starting, with what is known at entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyscallEntry {
@@ -273,6 +293,8 @@ pub enum Item {
     Link(Link),
     /// A USDT probe fired.
     Mark(Mark),
+    /// A stack was taken.
+    Sample(Sample),
 }
 
 /// What is known about a thread.

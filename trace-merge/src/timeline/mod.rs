@@ -320,7 +320,22 @@ impl Timeline {
             Event::Usdt { probe, nargs, args } => self.usdt(m, probe, nargs, args),
             Event::GoEntry { func, g } => self.go_entry(m, func, g),
             Event::GoExit { func, ret, g } => self.go_exit(m, func, ret, g),
+            Event::Sample { stack, period } => self.sample(m, stack, period, true),
+            Event::BlockStack { stack } => self.sample(m, stack, 0, false),
         }
+    }
+
+    fn sample(&mut self, m: &Merged, stack: u32, period: u64, on_cpu: bool) {
+        let r = self.acting(m);
+        self.out.push(Item::Sample(Sample {
+            thread: r,
+            time: m.time,
+            cpu: m.cpu,
+            source: m.source,
+            stack,
+            on_cpu,
+            period,
+        }));
     }
 
     fn finish(&mut self) {

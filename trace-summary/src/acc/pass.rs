@@ -147,7 +147,7 @@ impl trace_merge::Consumer for Pass {
             } => p.func_entry(thread, time, func),
             Item::Func(span) => p.func(&span),
             Item::Mark(m) => p.mark(m.thread, m.time, m.probe),
-            Item::SyscallEntry(_) => {}
+            Item::SyscallEntry(_) | Item::Sample(_) => {}
             Item::Syscall(s) => p.syscall(&s),
             Item::Link(l) => {
                 if l.kind == LinkKind::Wakeup {

@@ -1,0 +1,156 @@
+//! Names the frames of a trace's stacks (`tracer record --stacks`), for every output that
+//! shows them. User addresses go through the mapping that held them, as the trace recorded
+//! it, to the file and then the symbolizer (DWARF lines and inlined frames, debug files
+//! found by debuglink or build-id, ELF and Go symbol tables); addresses no file held are
+//! looked up in the process's perf map (`/tmp/perf-PID.map`, written by JITs: Java, Node);
+//! kernel addresses in the kernel symbols the trace carries. An address none of these
+//! names shows as hex with its module.
+
+use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashMap;
+use trace_file::StackDef;
+use trace_merge::stacks::StackStore;
+
+/// One named frame.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FrameName {
+    /// The function, or `module+0xOFFSET` when unknown.
+    pub function: String,
+    /// Its source file and line, when known.
+    pub file: Option<String>,
+    /// The line.
+    pub line: Option<u32>,
+    /// Whether it is a kernel frame.
+    pub kernel: bool,
+}
+
+impl FrameName {
+    /// `file:line` when both are known.
+    pub fn location(&self) -> Option<String> {
+        Some(format!("{}:{}", self.file.as_deref()?, self.line?))
+    }
+}
+
+/// Names frames, with caches: a trace names the same addresses over and over.
+#[derive(Default)]
+pub struct StackNames {
+    sym: symbolizer::Symbolizer,
+    user: FxHashMap<(u32, u32, u64), Vec<FrameName>>,
+    perf_maps: FxHashMap<u32, Vec<(u64, u64, String)>>,
+}
+
+impl StackNames {
+    /// Empty caches.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The frames of `stack` of file `source` (whose stacks `store` holds), outermost
+    /// first: user frames (inlined ones expanded), then kernel frames. A stack whose user
+    /// frames were cut short starts with a frame saying why: `[cut: REASON]`.
+    pub fn frames(&mut self, store: &StackStore, source: u32, stack: &StackDef) -> Vec<FrameName> {
+        let mut out = Vec::new();
+        if let Some(why) = &stack.cut {
+            out.push(FrameName {
+                function: format!("[cut: {}]", why.split(':').next().unwrap_or(why)),
+                ..FrameName::default()
+            });
+        }
+        for &addr in stack.user.iter().rev() {
+            let key = (source, stack.tgid, addr);
+            if !self.user.contains_key(&key) {
+                let named = self.user_frame(store, stack.tgid, addr);
+                self.user.insert(key, named);
+            }
+            out.extend(self.user[&key].iter().cloned());
+        }
+        for &addr in stack.kernel.iter().rev() {
+            let function = match store.kernel_symbol(addr) {
+                Some(s) => s.name.clone(),
+                None => format!("[kernel]+{addr:#x}"),
+            };
+            out.push(FrameName {
+                function,
+                kernel: true,
+                ..FrameName::default()
+            });
+        }
+        out
+    }
+
+    /// The frames at user address `addr` of process `tgid`, outermost first.
+    fn user_frame(&mut self, store: &StackStore, tgid: u32, addr: u64) -> Vec<FrameName> {
+        let hex = |module: &str, off: u64| {
+            vec![FrameName {
+                function: format!("{module}+{off:#x}"),
+                ..FrameName::default()
+            }]
+        };
+        let Some(m) = store.mapping(tgid, addr) else {
+            return match self.perf_map(tgid, addr) {
+                Some(name) => vec![FrameName {
+                    function: name,
+                    ..FrameName::default()
+                }],
+                None => hex("[unknown]", addr),
+            };
+        };
+        let offset = addr - m.start + m.offset;
+        let module = Path::new(&m.path)
+            .file_name()
+            .map_or(m.path.clone(), |n| n.to_string_lossy().into_owned());
+        if !m.path.starts_with('/') {
+            return hex(&module, addr - m.start);
+        }
+        let path = PathBuf::from(&m.path);
+        let frames = match self.sym.symbolize_offset(&path, offset) {
+            Ok(Some(f)) if f.iter().any(|f| f.function.is_some()) => f,
+            _ => return hex(&module, offset),
+        };
+        frames
+            .iter()
+            .rev()
+            .map(|f| FrameName {
+                function: match &f.function {
+                    Some(n) => n.to_string(),
+                    None => format!("{module}+{offset:#x}"),
+                },
+                file: f.file.as_deref().map(str::to_string),
+                line: f.line,
+                kernel: false,
+            })
+            .collect()
+    }
+
+    /// The name a JIT's perf map gives `addr` of process `tgid`, if it has one.
+    fn perf_map(&mut self, tgid: u32, addr: u64) -> Option<String> {
+        let map = self
+            .perf_maps
+            .entry(tgid)
+            .or_insert_with(|| read_perf_map(tgid));
+        let i = map.partition_point(|e| e.0 <= addr);
+        let e = map.get(i.checked_sub(1)?)?;
+        (addr < e.1).then(|| e.2.clone())
+    }
+}
+
+/// `/tmp/perf-PID.map`: `START SIZE NAME` per line, hex; sorted by start.
+fn read_perf_map(tgid: u32) -> Vec<(u64, u64, String)> {
+    let text = std::fs::read_to_string(format!("/tmp/perf-{tgid}.map")).unwrap_or_default();
+    let mut out: Vec<(u64, u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, ' ');
+            let start = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+            let size = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+            Some((
+                start,
+                start.checked_add(size)?,
+                f.next()?.trim().to_string(),
+            ))
+        })
+        .collect();
+    out.sort_by_key(|e| e.0);
+    out
+}
