@@ -50,6 +50,20 @@ pub fn build_fixture(name: &str) -> PathBuf {
     })
 }
 
+/// Compiles `tests/fixtures/<name>.c` as [`build_fixture`] does, with `flags` after
+/// [`FIXTURE_CFLAGS`] (so they win), into `<name>-<variant>`.
+pub fn build_fixture_variant(name: &str, variant: &str, flags: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(format!("{name}.c"));
+    let out = fixture_dir().join(format!("{name}-{variant}"));
+    build_once(&src, &out, |tmp| {
+        let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_ref()).collect();
+        args.extend([src.as_os_str(), "-o".as_ref(), tmp.as_os_str()]);
+        gcc(&args)
+    })
+}
+
 /// Builds `tests/fixtures/usdt.c` (its semaphore probe in an object of its own, as the
 /// file's comment says) into [`fixture_dir`] and returns the binary's path.
 pub fn build_usdt_fixture() -> PathBuf {

@@ -1,0 +1,158 @@
+//! `tracer record --stacks` on a fixture with known call chains (tests/fixtures/stacks.c),
+//! built with frame pointers and without (`-O2 -fomit-frame-pointer`, as distributions
+//! ship): the user stacks are unwound with the binary's unwind tables, so both builds
+//! must give the same stacks. Needs root.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use trace_file::Event;
+use tracer_tests::*;
+
+const HZ: u64 = 99;
+
+/// What one recording of the fixture showed.
+struct Seen {
+    /// Folded lines: stack -> ns.
+    folded: BTreeMap<String, u64>,
+    /// Samples of the spinner thread.
+    spinner_samples: u64,
+    /// The spinner's CPU time by its own schedstat, ns.
+    spinner_run_ns: u64,
+}
+
+fn record(binary: &Path, dir: &Path) -> Seen {
+    let trace = dir.join("stacks.trace");
+    let folded = dir.join("stacks.folded");
+    let out = tracer_ok(&[
+        "record".as_ref(),
+        "--stacks".as_ref(),
+        "--frequency".as_ref(),
+        HZ.to_string().as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        trace.as_os_str(),
+        "--".as_ref(),
+        binary.as_os_str(),
+        "3".as_ref(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("SPINNER "))
+        .unwrap_or_else(|| panic!("the fixture said no SPINNER line: {stdout}"));
+    let mut f = line.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+    let (tid, run_ns) = (f.next().unwrap() as u32, f.next().unwrap());
+    tracer_ok(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "folded".as_ref(),
+        "-o".as_ref(),
+        folded.as_os_str(),
+        trace.as_os_str(),
+    ]);
+    let lines = std::fs::read_to_string(&folded).unwrap();
+    let folded = lines
+        .lines()
+        .filter_map(|l| {
+            let (stack, ns) = l.rsplit_once(' ')?;
+            Some((stack.to_string(), ns.parse().ok()?))
+        })
+        .collect();
+    let t = read_trace(&trace);
+    let spinner_samples = count(&t, |r| {
+        r.tid == tid && matches!(r.event, Event::Sample { .. })
+    });
+    Seen {
+        folded,
+        spinner_samples,
+        spinner_run_ns: run_ns,
+    }
+}
+
+/// Sum of the values of the lines `keep` accepts.
+fn total(folded: &BTreeMap<String, u64>, keep: impl Fn(&str) -> bool) -> u64 {
+    folded
+        .iter()
+        .filter(|(s, _)| keep(s))
+        .map(|(_, ns)| ns)
+        .sum()
+}
+
+fn check(build: &str, flags: &[&str]) {
+    let _serial = serial();
+    let binary = build_fixture_variant("stacks", build, flags);
+    let dir = tempfile::tempdir().unwrap();
+    let seen = record(&binary, dir.path());
+    let dump = || {
+        let mut s = String::new();
+        for (stack, ns) in &seen.folded {
+            s.push_str(&format!("{stack} {ns}\n"));
+        }
+        s
+    };
+
+    // On the CPU: c's samples are under a;b;c, called from the thread's function.
+    let running = |s: &str| s.contains(";spinner;") && s.ends_with(";[running]");
+    let in_c = total(&seen.folded, |s| running(s) && s.contains(";c;"));
+    let under_abc = total(&seen.folded, |s| {
+        running(s) && s.contains("start_thread;spinner;a;b;c;")
+    });
+    assert!(in_c > 0, "{build}: no sample in c:\n{}", dump());
+    let share = under_abc as f64 / in_c as f64;
+    eprintln!(
+        "{build}: {:.1}% of c's sampled time under a;b;c",
+        share * 100.0
+    );
+    assert!(
+        share >= 0.9,
+        "{build}: {share:.3} of c's time under a;b;c:\n{}",
+        dump()
+    );
+
+    // Off the CPU: the blocker's blocked time is under d;e;read.
+    let blocked = |s: &str| s.contains(";blocker;") && s.ends_with(";[blocked]");
+    let all = total(&seen.folded, blocked);
+    let under_read = total(&seen.folded, |s| {
+        blocked(s)
+            && s.split(";d;e;")
+                .nth(1)
+                .is_some_and(|rest| rest.split(';').next().is_some_and(|f| f.contains("read")))
+    });
+    assert!(all > 0, "{build}: the blocker never blocked:\n{}", dump());
+    let share = under_read as f64 / all as f64;
+    eprintln!(
+        "{build}: {:.1}% of the blocker's blocked time under d;e;read",
+        share * 100.0
+    );
+    assert!(
+        share >= 0.9,
+        "{build}: {share:.3} of the blocked time under d;e;read:\n{}",
+        dump()
+    );
+
+    // As many samples as the spinner's CPU time at HZ, by the kernel's own accounting.
+    let expected = seen.spinner_run_ns as f64 * HZ as f64 / 1e9;
+    let ratio = seen.spinner_samples as f64 / expected;
+    eprintln!(
+        "{build}: {} samples for {:.3} s of CPU time at {HZ} Hz: {:.3} of {expected:.0}",
+        seen.spinner_samples,
+        seen.spinner_run_ns as f64 / 1e9,
+        ratio
+    );
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "{build}: {} samples, {expected:.0} expected",
+        seen.spinner_samples
+    );
+}
+
+#[test]
+fn stacks_with_frame_pointers() {
+    check("fp", &[]);
+}
+
+#[test]
+fn stacks_without_frame_pointers() {
+    check("nofp", &["-fomit-frame-pointer"]);
+}
