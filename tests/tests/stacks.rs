@@ -59,6 +59,23 @@ fn record(binary: &Path, dir: &Path) -> Seen {
             Some((stack.to_string(), ns.parse().ok()?))
         })
         .collect();
+    // The summary by stack names c, with its line, as where the CPU time went.
+    let summary = tracer_ok(&[
+        "summary".as_ref(),
+        "--by".as_ref(),
+        "stack".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        trace.as_os_str(),
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    let functions = doc["functions"].as_array().unwrap();
+    let c = functions
+        .iter()
+        .find(|f| f["function"] == "c")
+        .expect("c in the summary");
+    assert!(c["on_cpu_self_samples"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["location"].as_str().unwrap().contains("stacks.c:"), "{c}");
     let t = read_trace(&trace);
     let spinner_samples = count(&t, |r| {
         r.tid == tid && matches!(r.event, Event::Sample { .. })

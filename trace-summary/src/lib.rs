@@ -33,6 +33,7 @@ mod acc;
 mod diff;
 mod hist;
 mod render;
+pub mod stacks;
 mod stat;
 pub mod units;
 
@@ -109,7 +110,7 @@ impl FromStr for By {
             "callgraph" | "call-graph" | "calls" => By::CallGraph,
             _ => {
                 return Err(Error::Option(format!(
-                    "unknown element kind {s:?} (expected function, thread, syscall, connection or callgraph)"
+                    "unknown element kind {s:?} (expected function, thread, syscall, connection, callgraph or stack)"
                 )))
             }
         })

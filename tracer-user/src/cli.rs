@@ -281,7 +281,8 @@ impl Target {
 /// How summaries and diffs are shown.
 #[derive(clap::Args)]
 pub struct View {
-    /// Rows: function, thread, syscall, connection or callgraph.
+    /// Rows: function, thread, syscall, connection, callgraph, or stack (functions by
+    /// on-CPU samples and off-CPU time, of a trace recorded with --stacks).
     #[arg(long, default_value = "function")]
     pub by: String,
     /// table, json or csv.

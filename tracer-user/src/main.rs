@@ -120,6 +120,22 @@ fn run(cli: Cli) -> Result<()> {
             end,
             salvage,
         } => convert(&files, to, output, force, (start, end), salvage).map_err(salvage_hint),
+        Command::Summary { files, view } if matches!(view.by.as_str(), "stack" | "stacks") => {
+            let merge = trace_merge::MergeOptions {
+                salvage: view.salvage,
+                ..Default::default()
+            };
+            let json = match view.format.as_str() {
+                "table" => false,
+                "json" => true,
+                other => bail!("--by stack is a table or json, not {other}"),
+            };
+            let summary = trace_summary::stacks::summarize(&files, &merge)
+                .map_err(|e| salvage_hint(e.into()))?;
+            let mut out = std::io::stdout().lock();
+            trace_summary::stacks::render(&summary, json, view.top, &mut out)?;
+            Ok(())
+        }
         Command::Summary { files, view } => {
             let opts = view.options()?;
             let summary = summarize(&files, &opts, view.salvage).map_err(salvage_hint)?;
