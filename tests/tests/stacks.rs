@@ -76,6 +76,64 @@ fn record(binary: &Path, dir: &Path) -> Seen {
         .expect("c in the summary");
     assert!(c["on_cpu_self_samples"].as_u64().unwrap() > 0, "{c}");
     assert!(c["location"].as_str().unwrap().contains("stacks.c:"), "{c}");
+    // Paraver: caller events in Extrae's manner, c at level 1 under b and a.
+    let stem = dir.join("stacks");
+    tracer_ok(&[
+        "convert".as_ref(),
+        "-o".as_ref(),
+        stem.as_os_str(),
+        trace.as_os_str(),
+    ]);
+    let pcf = std::fs::read_to_string(stem.with_extension("pcf")).unwrap();
+    let value = |name: &str| {
+        let values = pcf.split("Sampled functions (level 8)").nth(1).unwrap();
+        values
+            .lines()
+            .find_map(|l| {
+                let (v, n) = l.trim().split_once(char::is_whitespace)?;
+                (n.trim() == name).then(|| v.to_string())
+            })
+            .unwrap_or_else(|| panic!("{name} not among the sampled functions"))
+    };
+    let abc = format!(":30000001:{}:30000101:", value("c"));
+    let prv = std::fs::read_to_string(stem.with_extension("prv")).unwrap();
+    let chain = format!(":30000002:{}:", value("b"));
+    let chain_a = format!(":30000003:{}:", value("a"));
+    assert!(
+        prv.lines()
+            .any(|l| l.contains(&abc) && l.contains(&chain) && l.contains(&chain_a)),
+        "no caller event line with c, b, a at levels 1, 2, 3"
+    );
+    // Trace Event Format: samples naming their stack frames.
+    let json = dir.join("stacks.json");
+    tracer_ok(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "chrome".as_ref(),
+        "-o".as_ref(),
+        json.as_os_str(),
+        trace.as_os_str(),
+    ]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let frames = &doc["stackFrames"];
+    let chain = |sf: &serde_json::Value| {
+        let mut names = Vec::new();
+        let mut node = sf.to_string();
+        while let Some(f) = frames.get(node.trim_matches('"')) {
+            names.push(f["name"].as_str().unwrap().to_string());
+            node = f["parent"].to_string();
+        }
+        names.reverse();
+        names.join(";")
+    };
+    let samples = doc["samples"].as_array().expect("samples in the JSON");
+    assert!(
+        samples
+            .iter()
+            .any(|s| s["name"] == "cpu-clock" && chain(&s["sf"]).ends_with("spinner;a;b;c")),
+        "no sample under spinner;a;b;c"
+    );
     let t = read_trace(&trace);
     let spinner_samples = count(&t, |r| {
         r.tid == tid && matches!(r.event, Event::Sample { .. })

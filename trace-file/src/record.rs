@@ -876,6 +876,18 @@ mod tests {
                 ret: 0,
                 g: 9,
             }),
+            bytes(&Sample {
+                h: h(kind::SAMPLE),
+                stack: 3,
+                _pad: 0,
+                period: 10_101_010,
+            }),
+            bytes(&Sample {
+                h: h(kind::BLOCK_STACK),
+                stack: 4,
+                _pad: 0,
+                period: 0,
+            }),
         ];
         assert_eq!(records.len(), kind::COUNT);
         let mut enc = EventChunkEncoder::new(0);

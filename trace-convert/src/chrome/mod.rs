@@ -17,6 +17,8 @@
 //! most 2^22), its state track that with bit 30 set; the CPUs of a host are the process
 //! `1 << 30 | host`. Times are microseconds with nanosecond decimals.
 
+mod samples;
+
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::Write;
@@ -346,6 +348,8 @@ struct Writer<W: Write> {
     syscalls: u64,
     states: u64,
     flows: u64,
+    /// Stacks (`--stacks`), written after the events.
+    samples: samples::Samples,
 }
 
 impl<W: Write> Writer<W> {
@@ -367,6 +371,7 @@ impl<W: Write> Writer<W> {
             syscalls: 0,
             states: 0,
             flows: 0,
+            samples: Default::default(),
         }
     }
 
@@ -401,7 +406,13 @@ impl<W: Write> Writer<W> {
             self.start_window(tl)?;
         }
         match item {
-            Item::Thread(_) | Item::Sample(_) => {}
+            Item::Thread(_) => {}
+            Item::Sample(s) => {
+                if (self.window.0..self.window.1).contains(&s.time) {
+                    let (_, p, t) = Self::ids(tl, s.thread);
+                    self.samples.add(tl, &s, p, t);
+                }
+            }
             Item::SyscallEntry(e) => self.track(e.thread).sys_open = Some((e.time, e.nr)),
             Item::OnCpu { thread, time, cpu } => self.on_cpu(tl, thread, time, cpu)?,
             Item::State(s) => self.state(tl, &s)?,
@@ -800,9 +811,11 @@ impl<W: Write> Writer<W> {
         let damaged: Vec<String> = (input.damage.iter())
             .map(|(p, d)| Str(&format!("{}: {d}", p.display())).to_string())
             .collect();
+        self.out.buf.extend_from_slice(b"\n]");
+        self.samples.write(&mut self.out.buf)?;
         write!(
             self.out.buf,
-            "\n],\n\"otherData\":{{\"producer\":\"tracer {}\",\"inputs\":[{}],\"records\":{},\"lost_by_kernel\":{},\"threads_not_traced\":{},\"out_of_order\":{},\"salvaged\":[{}]}}}}\n",
+            ",\n\"otherData\":{{\"producer\":\"tracer {}\",\"inputs\":[{}],\"records\":{},\"lost_by_kernel\":{},\"threads_not_traced\":{},\"out_of_order\":{},\"salvaged\":[{}]}}}}\n",
             env!("CARGO_PKG_VERSION"),
             files.join(","),
             input.records_in,

@@ -76,6 +76,8 @@ pub(super) struct BodyWriter {
     /// Batches the formatter is done with, for reuse of their allocations.
     pub(super) returned: std::sync::mpsc::Receiver<Batch>,
     pub(super) formatter: Option<std::thread::JoinHandle<std::io::Result<[u64; 3]>>>,
+    /// Sampled stacks' functions and lines, named as they come.
+    pub(super) callers: super::callers::Callers,
 }
 
 /// Records ready to be written: everything in them is before everything after them.
@@ -124,6 +126,7 @@ impl BodyWriter {
             to_formatter: Some(tx),
             returned: back_rx,
             formatter: Some(formatter),
+            callers: Default::default(),
         }
     }
 
@@ -223,7 +226,16 @@ impl BodyWriter {
                     self.event(s.thread, s.end, s.cpu, EV_FUNCTION, 0);
                 }
             }
-            Item::Sample(_) => {}
+            Item::Sample(smp) => {
+                use super::callers::{EV_CALLER, EV_CALLER_LINE};
+                let (th, t, c) = (smp.thread, smp.time, Some(smp.cpu));
+                let values = self.callers.of(tl, &smp).to_vec();
+                for level in 1..=super::CALLER_LEVELS as u32 {
+                    let (func, line) = values.get(level as usize - 1).copied().unwrap_or((0, 0));
+                    self.event(th, t, c, EV_CALLER + level, func as i64);
+                    self.event(th, t, c, EV_CALLER_LINE + level, line as i64);
+                }
+            }
             Item::Mark(mk) => {
                 let base = self.func_base[tl.thread(mk.thread).source as usize];
                 let (th, t, c) = (mk.thread, mk.time, Some(mk.cpu));

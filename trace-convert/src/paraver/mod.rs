@@ -16,6 +16,7 @@
 //! globally from 1 across hosts.
 
 mod body;
+mod callers;
 mod late;
 mod layout;
 
@@ -54,6 +55,7 @@ pub const EV_ACCEPTED: u32 = 40_000_006;
 pub const EV_USDT: u32 = 60_000_100;
 /// Its arguments: this type for the first, the next ones for the others.
 pub const EV_USDT_ARG: u32 = 60_000_101;
+pub use callers::{CALLER_LEVELS, EV_CALLER, EV_CALLER_LINE};
 /// CPU (global, from 1) a thread starts running on.
 pub const EV_CPU: u32 = 40_000_033;
 
@@ -218,7 +220,10 @@ pub fn convert_tuned(
     for (c, l) in counts.iter_mut().zip(late_counts) {
         *c += l;
     }
-    let pcf = write_file(&outputs[1], opts.force, |f| write_pcf(f, &tl))?;
+    let pcf = write_file(&outputs[1], opts.force, |f| {
+        write_pcf(f, &tl)?;
+        w.callers.write_pcf(f)
+    })?;
     let row = write_file(&outputs[2], opts.force, |f| layout.write_row(f, &tl))?;
     for out in [prv, pcf, row] {
         out.commit()?;
