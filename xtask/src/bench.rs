@@ -48,6 +48,10 @@ pub fn run(only: Option<&str>) -> Result<()> {
         println!("\n== highest event rate recorded (syscall storm, 2 CPUs)");
         max_rate(&tracer, &dir)?;
     }
+    if wanted("stacks") {
+        println!("\n== stacks at 99 Hz on a program without frame pointers: tracer vs perf ({} rounds, interleaved)", 3);
+        crate::bench_stacks::stacks_vs_perf(&tracer, &dir)?;
+    }
     if wanted("convert") {
         println!("\n== converting a recording of the server: tracer convert vs perf script");
         convert_vs_perf_script(&tracer, &dir)?;
@@ -328,7 +332,7 @@ fn one_server_run(
     })
 }
 
-fn perf_samples(path: &Path) -> u64 {
+pub(crate) fn perf_samples(path: &Path) -> u64 {
     let child = Command::new("perf")
         .args(["script", "-F", "event", "-i"])
         .arg(path)

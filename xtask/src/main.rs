@@ -1,6 +1,7 @@
 //! `cargo xtask`: everything beyond plain cargo, one file per task.
 
 mod bench;
+mod bench_stacks;
 mod build;
 mod demo;
 mod fuzz;
@@ -34,7 +35,7 @@ enum Task {
     Demo,
     /// Measure overheads and throughputs side by side.
     Bench {
-        /// Run one section only: server, stat, probe, rate, convert, symbolizer, merge.
+        /// Run one section only: server, stat, probe, stacks, rate, convert, symbolizer, merge.
         #[arg(long)]
         only: Option<String>,
     },
