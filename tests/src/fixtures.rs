@@ -64,6 +64,46 @@ pub fn build_fixture_variant(name: &str, variant: &str, flags: &[&str]) -> PathB
     })
 }
 
+/// [`build_fixture_variant`], then the debug information moved to a file of its own beside
+/// the binary (`<name>-<variant>.debug`, named by a `.gnu_debuglink`) and the binary
+/// stripped of everything else but its dynamic symbols and unwind tables, as
+/// distributions ship binaries and their `-dbgsym` packages.
+pub fn build_fixture_split_debug(name: &str, variant: &str, flags: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(format!("{name}.c"));
+    let out = fixture_dir().join(format!("{name}-{variant}"));
+    let debug = fixture_dir().join(format!("{name}-{variant}.debug"));
+    build_once(&src, &out, |tmp| {
+        let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_ref()).collect();
+        args.extend([src.as_os_str(), "-o".as_ref(), tmp.as_os_str()]);
+        gcc(&args);
+        let run = |program: &str, args: &[&std::ffi::OsStr]| {
+            let out = Command::new(program)
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("running {program}: {e}"));
+            if !out.status.success() {
+                panic!(
+                    "{program} failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        };
+        run(
+            "objcopy",
+            &[
+                "--only-keep-debug".as_ref(),
+                tmp.as_os_str(),
+                debug.as_os_str(),
+            ],
+        );
+        run("strip", &["--strip-all".as_ref(), tmp.as_os_str()]);
+        let link = format!("--add-gnu-debuglink={}", debug.display());
+        run("objcopy", &[link.as_ref(), tmp.as_os_str()]);
+    })
+}
+
 /// Builds `tests/fixtures/usdt.c` (its semaphore probe in an object of its own, as the
 /// file's comment says) into [`fixture_dir`] and returns the binary's path.
 pub fn build_usdt_fixture() -> PathBuf {

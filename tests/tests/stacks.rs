@@ -154,11 +154,10 @@ fn total(folded: &BTreeMap<String, u64>, keep: impl Fn(&str) -> bool) -> u64 {
         .sum()
 }
 
-fn check(build: &str, flags: &[&str]) {
+fn check(build: &str, binary: &Path) {
     let _serial = serial();
-    let binary = build_fixture_variant("stacks", build, flags);
     let dir = tempfile::tempdir().unwrap();
-    let seen = record(&binary, dir.path());
+    let seen = record(binary, dir.path());
     let dump = || {
         let mut s = String::new();
         for (stack, ns) in &seen.folded {
@@ -206,6 +205,24 @@ fn check(build: &str, flags: &[&str]) {
         dump()
     );
 
+    // A stack deeper than the copy says so: the deep thread's time asleep at the bottom
+    // of its recursion is under a cut stack, which keeps the frames it could unwind.
+    let deep = |s: &str| s.contains(";deep;") && s.ends_with(";[blocked]");
+    let all = total(&seen.folded, deep);
+    let cut = total(&seen.folded, |s| {
+        deep(s) && s.contains(";deep;[cut: copy];deep;")
+    });
+    assert!(
+        all > 0,
+        "{build}: the deep thread never blocked:\n{}",
+        dump()
+    );
+    assert!(
+        cut as f64 >= 0.9 * all as f64,
+        "{build}: {cut} of {all} ns under a stack cut for its copy:\n{}",
+        dump()
+    );
+
     // As many samples as the spinner's CPU time at HZ, by the kernel's own accounting.
     let expected = seen.spinner_run_ns as f64 * HZ as f64 / 1e9;
     let ratio = seen.spinner_samples as f64 / expected;
@@ -224,10 +241,22 @@ fn check(build: &str, flags: &[&str]) {
 
 #[test]
 fn stacks_with_frame_pointers() {
-    check("fp", &[]);
+    check("fp", &build_fixture_variant("stacks", "fp", &[]));
 }
 
 #[test]
 fn stacks_without_frame_pointers() {
-    check("nofp", &["-fomit-frame-pointer"]);
+    let flags = ["-fomit-frame-pointer"];
+    check("nofp", &build_fixture_variant("stacks", "nofp", &flags));
+}
+
+/// Functions and lines come from the debug file a `.gnu_debuglink` names: the binary
+/// itself keeps only its dynamic symbols and unwind tables.
+#[test]
+fn stacks_of_a_binary_whose_debug_info_is_apart() {
+    let flags = ["-fomit-frame-pointer"];
+    check(
+        "split",
+        &build_fixture_split_debug("stacks", "split", &flags),
+    );
 }
