@@ -10,7 +10,10 @@
 
 mod maps;
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use framehop::{
     x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64},
@@ -54,13 +57,16 @@ pub struct Unwound {
 #[derive(Default)]
 pub struct Unwinders {
     procs: FxHashMap<u32, Process>,
+    /// What each file mapped needs for unwinding, parsed once for all the processes that
+    /// map it (`None`: it could not be read or parsed).
+    images: FxHashMap<maps::ImageKey, Option<Arc<maps::Image>>>,
     cache: CacheX86_64,
     /// Mapping lists read since the last [`Unwinders::take_mappings`].
     read: Vec<ProcessMappings>,
 }
 
 struct Process {
-    unwinder: UnwinderX86_64<Vec<u8>>,
+    unwinder: UnwinderX86_64<maps::Bytes>,
     maps: Vec<Mapping>,
     read_at: Instant,
 }
@@ -77,14 +83,14 @@ impl Unwinders {
         let p = match self.procs.get_mut(&pid) {
             Some(p) => p,
             None => {
-                let p = self.load(pid, now_ns);
+                let p = load(pid, now_ns, &mut self.images, &mut self.read);
                 self.procs.entry(pid).or_insert(p)
             }
         };
         if !p.maps.iter().any(|m| (m.start..m.end).contains(&regs.ip))
             && p.read_at.elapsed() >= REREAD_EVERY
         {
-            *p = load(pid, now_ns, &mut self.read);
+            *p = load(pid, now_ns, &mut self.images, &mut self.read);
         }
         let known = p.maps.iter().any(|m| (m.start..m.end).contains(&regs.ip));
         let sp = regs.sp;
@@ -131,10 +137,6 @@ impl Unwinders {
         out
     }
 
-    fn load(&mut self, pid: u32, now_ns: u64) -> Process {
-        load(pid, now_ns, &mut self.read)
-    }
-
     /// Forgets process `pid` (it exited, or executed another program).
     pub fn forget(&mut self, pid: u32) {
         self.procs.remove(&pid);
@@ -147,13 +149,28 @@ impl Unwinders {
     }
 }
 
-/// Reads the mappings of `pid` and the unwind tables of what they map.
-fn load(pid: u32, now_ns: u64, read: &mut Vec<ProcessMappings>) -> Process {
+/// Reads the mappings of `pid` and the unwind tables of what they map (each file parsed
+/// once, into `images`).
+fn load(
+    pid: u32,
+    now_ns: u64,
+    images: &mut FxHashMap<maps::ImageKey, Option<Arc<maps::Image>>>,
+    read: &mut Vec<ProcessMappings>,
+) -> Process {
     let mut unwinder = UnwinderX86_64::new();
     let mut maps = maps::read(pid);
     for m in &mut maps {
-        if let Some(bytes) = maps::image(pid, m) {
-            m.build_id = maps::add_module(&mut unwinder, m, &bytes).flatten();
+        let Some(key) = maps::key(pid, m) else {
+            continue;
+        };
+        let image = images
+            .entry(key)
+            .or_insert_with(|| maps::Image::load(pid, m).map(Arc::new));
+        if let Some(image) = image {
+            m.build_id = image.build_id.clone();
+            if let Some(module) = image.module(m) {
+                unwinder.add_module(module);
+            }
         }
     }
     read.push(ProcessMappings {
@@ -172,20 +189,23 @@ fn load(pid: u32, now_ns: u64, read: &mut Vec<ProcessMappings>) -> Process {
 mod tests {
     use super::*;
 
-    #[inline(never)]
-    fn here() -> (u64, u64, u64) {
-        let (ip, sp, bp): (u64, u64, u64);
-        // SAFETY: reads three registers, touches nothing.
-        unsafe {
-            std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp",
-                ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp);
-        }
-        (ip, sp, bp)
+    /// The registers where it is written: the stack above `sp` stays as it is while
+    /// the function that uses it runs.
+    macro_rules! here {
+        () => {{
+            let (ip, sp, bp): (u64, u64, u64);
+            // SAFETY: reads three registers, touches nothing.
+            unsafe {
+                std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp",
+                    ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp);
+            }
+            (ip, sp, bp)
+        }};
     }
 
     #[test]
     fn unwinds_its_own_stack_to_the_thread_start() {
-        let (ip, sp, bp) = here();
+        let (ip, sp, bp) = here!();
         // SAFETY: the live stack above `sp` (this frame's callers), read-only.
         let stack = unsafe { std::slice::from_raw_parts(sp as *const u8, 64 << 10) };
         let mut u = Unwinders::new();
@@ -200,11 +220,27 @@ mod tests {
             },
             0,
         );
-        assert!(out.frames.len() >= 4, "{out:?}");
+        assert!(out.frames.len() >= 3, "{out:?}");
         assert_eq!(out.frames[0], ip);
         let maps = u.take_mappings();
         assert_eq!(maps.len(), 1);
         assert!(maps[0].maps.iter().any(|m| m.build_id.is_some()));
+        // Read again (an exec, say), the files are not parsed again.
+        let parsed = u.images.len();
+        u.forget(std::process::id());
+        let again = u.unwind(
+            std::process::id(),
+            &Regs {
+                ip,
+                sp,
+                bp,
+                stack,
+                full: true,
+            },
+            0,
+        );
+        assert_eq!(again, out);
+        assert_eq!(u.images.len(), parsed);
     }
 
     #[test]
