@@ -66,6 +66,8 @@ fn stat_file() -> Vec<u8> {
                 positive_sum: 4096,
             }],
             dropped: 0,
+            stacks: Vec::new(),
+            stack_period_ns: 0,
         };
         w.meta(ChunkKind::Window, &window).unwrap();
     }

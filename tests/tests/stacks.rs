@@ -260,3 +260,56 @@ fn stacks_of_a_binary_whose_debug_info_is_apart() {
         &build_fixture_split_debug("stacks", "split", &flags),
     );
 }
+
+/// `tracer stat --stacks`: on-CPU samples counted in the kernel per stack, as many as the
+/// spinner's CPU time at HZ, and the summary says the stacks were walked by frame
+/// pointers.
+#[test]
+fn stat_counts_stacks_in_the_kernel() {
+    let _serial = serial();
+    let binary = build_fixture_variant("stacks", "fp", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let stat = dir.path().join("stacks.stat");
+    let out = tracer_ok(&[
+        "stat".as_ref(),
+        "--stacks".as_ref(),
+        "-q".as_ref(),
+        "-i".as_ref(),
+        "1s".as_ref(),
+        "-o".as_ref(),
+        stat.as_os_str(),
+        "--".as_ref(),
+        binary.as_os_str(),
+        "3".as_ref(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run_ns: f64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("SPINNER "))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .expect("a SPINNER line");
+    let summary = tracer_ok(&[
+        "summary".as_ref(),
+        "--by".as_ref(),
+        "stack".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        stat.as_os_str(),
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    assert!(doc["walked"].as_str().unwrap().contains("frame pointers"));
+    let functions = doc["functions"].as_array().unwrap();
+    let c = functions.iter().find(|f| f["function"] == "c").expect("c");
+    let samples = c["on_cpu_self_samples"].as_u64().unwrap() as f64;
+    let expected = run_ns * HZ as f64 / 1e9;
+    eprintln!("stat: {samples} samples in c for {expected:.0} expected");
+    assert!(
+        (0.9..=1.1).contains(&(samples / expected)),
+        "{samples} samples in c, {expected:.0} expected"
+    );
+    let spinner = functions
+        .iter()
+        .find(|f| f["function"] == "spinner")
+        .unwrap();
+    assert!(spinner["on_cpu_total_ns"].as_u64().unwrap() > 0);
+}

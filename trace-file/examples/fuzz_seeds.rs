@@ -261,6 +261,8 @@ fn window(i: u64, with_hist: bool) -> StatWindow {
             positive_sum: 81_920,
         }],
         dropped: i,
+        stacks: Vec::new(),
+        stack_period_ns: 0,
     }
 }
 

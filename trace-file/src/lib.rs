@@ -21,6 +21,7 @@ pub use container::{
 pub use meta::{
     FuncWindow, KernelSymbol, LostCounts, Mapping, Probe, ProbeKind, ProcessInfo, ProcessMappings,
     StackDef, StackTable, StatWindow, SysWindow, ThreadInfo, ThreadWindow, TraceHeader, Trailer,
+    WindowStack,
 };
 pub use record::{Event, EventChunkDecoder, EventChunkEncoder, Record};
 

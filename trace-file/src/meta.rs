@@ -233,6 +233,28 @@ pub struct StatWindow {
     pub syscalls: Vec<SysWindow>,
     /// Updates the kernel's aggregation maps had no room for (cumulative over the file).
     pub dropped: u64,
+    /// With `tracer stat --stacks`: the stacks counted in the window (ids of the file's
+    /// stack table, whose user frames were walked by frame pointers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<WindowStack>,
+    /// The CPU time an on-CPU sample stands for, ns (1 s / the sampling frequency).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stack_period_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// A stack counted in a window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WindowStack {
+    /// Its id in the file's stack table.
+    pub stack: u32,
+    /// True for on-CPU samples; false for the times a thread blocked in it.
+    pub on_cpu: bool,
+    /// How many in the window.
+    pub count: u64,
 }
 
 /// A probed function in one window. `hist[i]` counts calls of `[2^i, 2^(i+1))` ns.

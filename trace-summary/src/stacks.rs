@@ -3,15 +3,18 @@
 //! period of CPU time), off-CPU time that of the blocked and I/O states, each under the
 //! stack its thread blocked in. A function's self time is where it is the innermost
 //! frame; its total time is every stack it is on (once per stack, however deep it
-//! recurses).
+//! recurses). Counting files (`tracer stat --stacks`) give on-CPU samples and the times
+//! threads blocked in each stack, not how long: their stacks were walked in the kernel by
+//! frame pointers, which the output says.
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use stack_names::StackNames;
-use trace_merge::stacks::Blocking;
+use trace_file::{ChunkKind, Reader, StatWindow, TraceHeader};
+use trace_merge::stacks::{Blocking, StackStore};
 use trace_merge::timeline::{Item, Timeline};
 use trace_merge::MergeOptions;
 
@@ -35,6 +38,10 @@ pub struct FunctionTime {
     pub off_cpu_self_ns: u64,
     /// Off-CPU time with it on the blocking stack, ns.
     pub off_cpu_total_ns: u64,
+    /// Times a thread blocked with it as the innermost frame.
+    pub blocks_self: u64,
+    /// Times a thread blocked with it on the stack.
+    pub blocks_total: u64,
 }
 
 /// The rows of `--by stack`, most on-CPU time first, then most off-CPU time; and how many
@@ -45,12 +52,18 @@ pub struct StackSummary {
     pub functions: Vec<FunctionTime>,
     /// Samples and blocking stacks whose user frames were cut, by reason.
     pub cut: Vec<(String, u64)>,
+    /// How the stacks were walked, when not by the binaries' unwind tables.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub walked: Option<String>,
 }
 
-/// Weights per (file, stack): [on-CPU samples, on-CPU ns, off-CPU ns].
+/// Per (file, stack): on-CPU samples, their CPU time (ns), off-CPU time (ns), and times
+/// threads blocked in it.
+type Weights = HashMap<(u32, u32), [u64; 4]>;
+
 #[derive(Default)]
 struct Collect {
-    weights: HashMap<(u32, u32), [u64; 3]>,
+    weights: Weights,
     blocking: Blocking,
 }
 
@@ -61,10 +74,12 @@ impl trace_merge::Consumer for Collect {
         match item {
             Item::Sample(s) => {
                 self.blocking.note(&s);
+                let w = self.weights.entry((s.source, s.stack)).or_default();
                 if s.on_cpu {
-                    let w = self.weights.entry((s.source, s.stack)).or_default();
                     w[0] += 1;
                     w[1] += s.period;
+                } else {
+                    w[3] += 1;
                 }
             }
             Item::State(iv) => {
@@ -79,25 +94,96 @@ impl trace_merge::Consumer for Collect {
     }
 }
 
-/// Summarizes the stacks of `files`.
+/// Summarizes the stacks of `files`: recordings (`tracer record --stacks`), or counting
+/// files (`tracer stat --stacks`), whose windows' counts add up.
 pub fn summarize(files: &[PathBuf], merge: &MergeOptions) -> Result<StackSummary, Error> {
+    if is_stat(&files[0])? {
+        let (weights, stores) = counted(files)?;
+        let stores: Vec<&StackStore> = stores.iter().collect();
+        let mut s = aggregate(weights, &stores);
+        s.walked = Some(FRAME_POINTERS.into());
+        return Ok(s);
+    }
     let tl = trace_merge::open(files, merge)?;
     let mut c = Collect::default();
     let (tl, _) = trace_merge::feed(tl, u64::MAX, &mut c)?;
+    let stores: Vec<&StackStore> = tl.merger().sources().iter().map(|s| &s.stacks).collect();
+    Ok(aggregate(c.weights, &stores))
+}
+
+/// What a counting file's stacks are, said with them.
+const FRAME_POINTERS: &str = "stacks walked by frame pointers in the kernel (tracer stat): \
+     past code built without them, callers are wrong or missing";
+
+/// An error of the file at `path`, naming it.
+fn bad(path: &Path) -> impl Fn(trace_file::Error) -> Error + '_ {
+    move |source| {
+        Error::Trace(trace_merge::Error::Trace {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+/// Whether `path` is a counting-mode file.
+fn is_stat(path: &PathBuf) -> Result<bool, Error> {
+    let bad = bad(path);
+    let file = std::fs::File::open(path).map_err(|e| bad(e.into()))?;
+    let mut r = Reader::new(std::io::BufReader::new(file)).map_err(&bad)?;
+    let header = match r.next_chunk().map_err(&bad)? {
+        Some(c) if c.kind == ChunkKind::Header => c.meta::<TraceHeader>().ok(),
+        _ => None,
+    };
+    Ok(header.is_some_and(|h| h.mode == "stat"))
+}
+
+/// The windows' stack counts of counting files, and each file's stack table.
+fn counted(files: &[PathBuf]) -> Result<(Weights, Vec<StackStore>), Error> {
+    let mut weights = Weights::new();
+    let mut stores = Vec::new();
+    for (source, path) in files.iter().enumerate() {
+        let bad = bad(path);
+        let file = std::fs::File::open(path).map_err(|e| bad(e.into()))?;
+        let mut r = Reader::new(std::io::BufReader::new(file)).map_err(&bad)?;
+        let mut store = StackStore::default();
+        while let Some(c) = r.next_chunk().map_err(&bad)? {
+            match c.kind {
+                ChunkKind::Stacks => store.absorb(c.meta().map_err(&bad)?),
+                ChunkKind::Window => {
+                    let w: StatWindow = c.meta().map_err(&bad)?;
+                    for s in w.stacks {
+                        let e = weights.entry((source as u32, s.stack)).or_default();
+                        if s.on_cpu {
+                            e[0] += s.count;
+                            e[1] += s.count * w.stack_period_ns;
+                        } else {
+                            e[3] += s.count;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        stores.push(store);
+    }
+    Ok((weights, stores))
+}
+
+/// Per function, the weights of the stacks it is in, named through `stores` (by file).
+fn aggregate(weights: Weights, stores: &[&StackStore]) -> StackSummary {
     let mut names = StackNames::new();
     let mut rows: HashMap<String, FunctionTime> = HashMap::new();
     let mut places: HashMap<String, HashMap<String, u64>> = HashMap::new();
     let mut cut: HashMap<String, u64> = HashMap::new();
-    let sources = tl.merger().sources();
-    let mut keys: Vec<_> = c.weights.into_iter().collect();
+    let mut keys: Vec<_> = weights.into_iter().collect();
     keys.sort_unstable_by_key(|(k, _)| *k);
-    for ((source, id), [samples, on_ns, off_ns]) in keys {
-        let Some(store) = sources.get(source as usize).map(|s| &s.stacks) else {
+    for ((source, id), [samples, on_ns, off_ns, blocks]) in keys {
+        let Some(&store) = stores.get(source as usize) else {
             continue;
         };
         let Some(def) = store.stack(id) else { continue };
         if let Some(why) = &def.cut {
-            *cut.entry(why.clone()).or_default() += samples.max(1);
+            *cut.entry(why.clone()).or_default() += samples + blocks;
         }
         let frames = names.frames(store, source, def);
         let mut seen = std::collections::HashSet::new();
@@ -108,12 +194,14 @@ pub fn summarize(files: &[PathBuf], merge: &MergeOptions) -> Result<StackSummary
             let r = rows.entry(f.function.clone()).or_default();
             r.on_cpu_total_ns += on_ns;
             r.off_cpu_total_ns += off_ns;
+            r.blocks_total += blocks;
         }
         if let Some(leaf) = frames.last() {
             let r = rows.entry(leaf.function.clone()).or_default();
             r.on_cpu_self_samples += samples;
             r.on_cpu_self_ns += on_ns;
             r.off_cpu_self_ns += off_ns;
+            r.blocks_self += blocks;
             if let Some(loc) = leaf.location() {
                 *places
                     .entry(leaf.function.clone())
@@ -145,15 +233,18 @@ pub fn summarize(files: &[PathBuf], merge: &MergeOptions) -> Result<StackSummary
         })
         .collect();
     functions.sort_by(|a, b| {
-        (b.on_cpu_total_ns, b.off_cpu_total_ns, &a.function).cmp(&(
-            a.on_cpu_total_ns,
-            a.off_cpu_total_ns,
-            &b.function,
-        ))
+        let key = |r: &FunctionTime| (r.on_cpu_total_ns, r.off_cpu_total_ns, r.blocks_total);
+        key(b)
+            .cmp(&key(a))
+            .then_with(|| a.function.cmp(&b.function))
     });
     let mut cut: Vec<(String, u64)> = cut.into_iter().collect();
     cut.sort();
-    Ok(StackSummary { functions, cut })
+    StackSummary {
+        functions,
+        cut,
+        walked: None,
+    }
 }
 
 /// Writes `s` as a table (`json`: as one JSON document), its first `top` rows.
@@ -168,6 +259,7 @@ pub fn render(
         let doc = StackSummary {
             functions: rows.to_vec(),
             cut: s.cut.clone(),
+            walked: s.walked.clone(),
         };
         serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::from)?;
         writeln!(out)?;
@@ -177,19 +269,23 @@ pub fn render(
         writeln!(out, "no stacks in this trace (record with --stacks)")?;
         return Ok(());
     }
+    if let Some(how) = &s.walked {
+        writeln!(out, "# {how}")?;
+    }
     writeln!(
         out,
-        "{:>9} {:>9} {:>9} {:>9} {:>9}  function (file:line)",
-        "samples", "cpu self", "cpu total", "off self", "off total"
+        "{:>9} {:>9} {:>9} {:>7} {:>9} {:>9}  function (file:line)",
+        "samples", "cpu self", "cpu total", "blocks", "off self", "off total"
     )?;
     for r in rows {
         let ns = |v: u64| if v == 0 { "-".to_string() } else { human_ns(v) };
         writeln!(
             out,
-            "{:>9} {:>9} {:>9} {:>9} {:>9}  {}{}",
+            "{:>9} {:>9} {:>9} {:>7} {:>9} {:>9}  {}{}",
             r.on_cpu_self_samples,
             ns(r.on_cpu_self_ns),
             ns(r.on_cpu_total_ns),
+            r.blocks_total,
             ns(r.off_cpu_self_ns),
             ns(r.off_cpu_total_ns),
             r.function,

@@ -817,6 +817,8 @@ fn damaged_stat_windows_saturate() {
             ..SysWindow::default()
         }],
         dropped: 0,
+        stacks: Vec::new(),
+        stack_period_ns: 0,
     };
     for _ in 0..2 {
         w.meta(ChunkKind::Window, &window).unwrap();

@@ -48,4 +48,5 @@ mod pod {
     unsafe impl aya::Pod for super::UsdtSpec {}
     unsafe impl aya::Pod for super::NsIds {}
     unsafe impl aya::Pod for super::NsSelf {}
+    unsafe impl aya::Pod for super::StackKey {}
 }

@@ -114,3 +114,26 @@ crate::records::exact_layout! {
     ThreadStat { [u64; 4], u64, u64, u64, u64, u64, u64, u64, [u32; WAIT_BUCKETS] }
     ThreadSched { u64, u32, u32, u64, u64, u32, u32, [u64; MAX_DEPTH], [u32; MAX_DEPTH], ThreadStat }
 }
+
+/// Distinct stacks `tracer stat --stacks` keeps in the kernel (each side: user, kernel).
+pub const MAX_STAT_STACKS: u32 = 8192;
+
+/// A stack counted in the kernel by `tracer stat --stacks` (map `STACK_COUNTS`, values:
+/// how many times): a process, why it was taken ([`crate::stack_cause`]), and its user and
+/// kernel stacks as ids of map `STACK_IDS` (negative: none, the helper's error).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StackKey {
+    /// The process.
+    pub tgid: u32,
+    /// One of [`crate::stack_cause`].
+    pub cause: u32,
+    /// The user stack's id, by frame pointers.
+    pub user: i64,
+    /// The kernel stack's id.
+    pub kernel: i64,
+}
+
+crate::records::exact_layout! {
+    StackKey { u32, u32, i64, i64 }
+}

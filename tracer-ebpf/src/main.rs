@@ -114,7 +114,7 @@ mod programs {
     }
 
     #[inline(always)]
-    fn counting() -> bool {
+    pub(crate) fn counting() -> bool {
         config().stat_mode != 0
     }
 

@@ -12,22 +12,32 @@
 //! ring's cold memory: docs/performance.md) and only its used part is sent.
 
 use aya_ebpf::{
-    bindings::{pt_regs, BPF_RB_NO_WAKEUP},
-    btf_maps::PerCpuArray,
+    bindings::{pt_regs, BPF_ANY, BPF_F_REUSE_STACKID, BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
+    btf_maps::{PerCpuArray, PerCpuHashMap, StackTrace},
     helpers::generated::{
-        bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_get_stack, bpf_probe_read_user,
-        bpf_task_pt_regs,
+        bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_get_stack, bpf_get_stackid,
+        bpf_probe_read_user, bpf_task_pt_regs,
     },
-    macros::{btf_map, perf_event},
-    programs::PerfEventContext,
+    macros::{btf_map, btf_tracepoint, perf_event},
+    programs::{BtfTracePointContext, PerfEventContext},
     EbpfContext,
 };
 use tracer_abi::*;
 
-use crate::programs::{bump, config, current, header, is_traced_tid, seen_tgid, EVENTS};
+use crate::programs::{bump, config, counting, current, header, is_traced_tid, seen_tgid, EVENTS};
 
 #[btf_map]
 static STACK_SCRATCH: PerCpuArray<StackRaw, 1> = PerCpuArray::new();
+
+/// `tracer stat --stacks`: stacks by frame pointers, interned by the kernel...
+#[btf_map]
+static STACK_IDS: StackTrace<{ MAX_STAT_STACKS as usize }> = StackTrace::new();
+
+/// ...and how many times each (process, cause, user stack, kernel stack) was seen, per
+/// CPU (no atomic add needed; the recorder sums them).
+#[btf_map]
+static STACK_COUNTS: PerCpuHashMap<StackKey, u64, { MAX_STAT_STACKS as usize }> =
+    PerCpuHashMap::new();
 
 /// An on-CPU sample (a software cpu-clock event on each CPU): the stack of the traced
 /// thread it interrupted, if one was running.
@@ -37,9 +47,61 @@ pub fn stack_sample(ctx: PerfEventContext) -> u32 {
     if tid == 0 || !is_traced_tid(tid) {
         return 0;
     }
+    if counting() {
+        count(ctx.as_ptr(), tid, tgid, stack_cause::SAMPLE);
+        return 0;
+    }
     // SAFETY: the program's context, a `bpf_perf_event_data`.
     let period = unsafe { (*ctx.ctx).sample_period };
     capture(&ctx, tid, tgid, stack_cause::SAMPLE, period);
+    0
+}
+
+/// Counting mode: counts the current thread's stacks in the kernel, walked by frame
+/// pointers (`bpf_get_stackid`): a profile that can stay on for days, right where the
+/// code keeps frame pointers (the kernel's does). A stack displaced from the full map of
+/// ids by a colliding one reuses its id (`BPF_F_REUSE_STACKID`): its counts from then on
+/// go to the new stack.
+#[inline(never)]
+pub fn count(ctx: *mut core::ffi::c_void, tid: u32, tgid: u32, cause: u32) {
+    if config().stacks == 0 {
+        return;
+    }
+    let reuse = BPF_F_REUSE_STACKID as u64;
+    let ids = core::ptr::addr_of!(STACK_IDS) as *mut core::ffi::c_void;
+    // SAFETY: the program's context and our own stack-trace map.
+    let user = unsafe { bpf_get_stackid(ctx, ids, reuse | BPF_F_USER_STACK as u64) };
+    // SAFETY: as above.
+    let kernel = unsafe { bpf_get_stackid(ctx, ids, reuse) };
+    let key = StackKey {
+        tgid: seen_tgid(tid, tgid),
+        cause,
+        user,
+        kernel,
+    };
+    if let Some(n) = STACK_COUNTS.get_ptr_mut(&key) {
+        // SAFETY: this CPU's value of our own map; programs do not migrate while running.
+        unsafe { *n += 1 };
+    } else if STACK_COUNTS.insert(&key, &1, BPF_ANY as u64).is_err() {
+        bump(counter::STAT_FULL);
+    }
+}
+
+/// Counting mode's blocking stacks (`tracer stat --stacks`): a second program on
+/// `sched_switch`, attached only then, so that the first keeps its stack for its own
+/// counting.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_stacks(ctx: BtfTracePointContext) -> i32 {
+    let (tgid, tid) = current();
+    if !is_traced_tid(tid) {
+        return 0;
+    }
+    let preempt: u64 = ctx.arg(0);
+    let raw_state: u64 = ctx.arg(3);
+    // A thread's last switch reports TASK_DEAD, which is not a blocking state.
+    if blocks(switch_state(preempt & 0xff != 0, raw_state as u32, 0)) {
+        count(ctx.as_ptr(), tid, tgid, stack_cause::BLOCK);
+    }
     0
 }
 

@@ -103,6 +103,15 @@ pub enum Command {
         /// Attach programs that do nothing (benchmarks: the kernel's own cost).
         #[arg(long, hide = true)]
         empty_probes: bool,
+        /// Count stacks in the kernel, per window: on-CPU samples and where threads block.
+        /// Walked by frame pointers (`bpf_get_stackid`): wrong past code built without them
+        /// (`record --stacks` unwinds right).
+        #[arg(long)]
+        stacks: bool,
+        /// With --stacks, on-CPU samples per second of CPU time.
+        #[arg(long, value_name = "HZ", default_value_t = 99, requires = "stacks",
+              value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        frequency: u64,
     },
     /// Print a trace file's records as text, one per line.
     Dump {

@@ -8,7 +8,10 @@ use std::{
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
-    maps::{Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, RingBuf},
+    maps::{
+        Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf,
+        StackTraceMap,
+    },
     programs::{BtfTracePoint, Iter, RawTracePoint, TracePoint, UProbe},
     Btf, Ebpf, EbpfLoader,
 };
@@ -16,8 +19,8 @@ use rustc_hash::FxHashMap;
 
 use crate::record::Events;
 use tracer_abi::{
-    counter, Config, FuncStat, NsIds, Offsets, SysStat, ThreadSched, UsdtSpec, ID_HINT_SLOTS,
-    MAX_CPUS, RING_BYTES,
+    counter, Config, FuncStat, NsIds, Offsets, StackKey, SysStat, ThreadSched, UsdtSpec,
+    ID_HINT_SLOTS, MAX_CPUS, RING_BYTES,
 };
 
 /// The eBPF object built by `cargo xtask build`, embedded at compile time.
@@ -104,8 +107,16 @@ struct PidNs {
     to_kernel: FxHashMap<u32, u32>,
 }
 
+/// `tracer stat --stacks`' maps: the stacks by id, and the counts per key.
+pub type StackMaps = (
+    StackTraceMap<MapData>,
+    PerCpuHashMap<MapData, StackKey, u64>,
+);
+
 /// Counting mode's maps (see tracer-ebpf/src/stat.rs).
 pub struct StatMaps {
+    /// With `--stacks`: the stacks by id, and the counts per (process, cause, stacks).
+    pub stacks: Option<StackMaps>,
     pub funcs: PerCpuArray<MapData, FuncStat>,
     pub syscalls: PerCpuArray<MapData, SysStat>,
     pub sched: HashMap<MapData, u32, ThreadSched>,
@@ -149,6 +160,13 @@ impl Kernel {
         if config.pidns == 0 {
             loader.map_max_entries("NS_IDS", 1);
         }
+        let stat_stacks = config.stat_mode != 0 && config.stacks != 0;
+        if !stat_stacks {
+            // Preallocated (a stack-trace map holds 1 KiB a stack); used by stat --stacks.
+            for map in ["STACK_IDS", "STACK_COUNTS"] {
+                loader.map_max_entries(map, 1);
+            }
+        }
         let btf = Btf::from_sys_fs()
             .map_err(|e| anyhow!("reading the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"))?;
         let object = crate::sessions::patch_kfunc_calls(OBJECT, &btf)?;
@@ -190,6 +208,13 @@ impl Kernel {
                 funcs: take("FUNC_STATS")?.try_into()?,
                 syscalls: take("SYS_STATS")?.try_into()?,
                 sched: take("SCHED")?.try_into()?,
+                stacks: match stat_stacks {
+                    true => Some((
+                        take("STACK_IDS")?.try_into()?,
+                        take("STACK_COUNTS")?.try_into()?,
+                    )),
+                    false => None,
+                },
             })
         } else {
             None
@@ -281,8 +306,20 @@ impl Kernel {
     }
 
     /// Attaches `stack_sample` to a software cpu-clock event on each CPU at `hz` samples
-    /// per second of CPU time.
-    pub fn attach_sampler(&mut self, cpus: u32, hz: u64) -> Result<()> {
+    /// per second of CPU time; counting, also the program that counts blocking stacks.
+    pub fn attach_sampler(&mut self, cpus: u32, hz: u64, counting: bool) -> Result<()> {
+        if counting {
+            let btf = Btf::from_sys_fs()
+                .map_err(|e| anyhow!("reading the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"))?;
+            let p: &mut BtfTracePoint = self.program("sched_switch_stacks")?;
+            p.load("sched_switch", &btf)
+                .map_err(|e| anyhow!("the kernel refused program sched_switch_stacks: {e}"))?;
+            let id = p
+                .attach()
+                .map_err(|e| anyhow!("attaching to BTF tracepoint sched_switch: {e}"))?;
+            let link = p.take_link(id)?;
+            self.links.push(Box::new(link));
+        }
         use aya::programs::perf_event::{
             PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
         };

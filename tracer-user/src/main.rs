@@ -96,6 +96,8 @@ fn run(cli: Cli) -> Result<()> {
             time_every,
             exact_latency,
             empty_probes,
+            stacks,
+            frequency,
         } => {
             let output = output.unwrap_or_else(|| "tracer.stat".into());
             let stat = stat::StatOptions {
@@ -104,7 +106,8 @@ fn run(cli: Cli) -> Result<()> {
                 time_every: if exact_latency { 1 } else { time_every },
                 states: true,
             };
-            let opts = target.options(output, Some(stat), empty_probes)?;
+            let mut opts = target.options(output, Some(stat), empty_probes)?;
+            opts.stacks = stacks.then_some(frequency);
             if opts.rotate.is_some_and(|r| r.every < interval) {
                 bail!("--rotate must be at least the interval (a file ends with a window)");
             }

@@ -147,19 +147,19 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     }
     let (mut s, writer) = Session::start(opts)?;
     let mut mode = match opts.stat {
-        Some(st) => Mode::Stat(Box::new(Counting::new(
-            st,
-            &s.preamble.probes,
-            &s.threads,
-            s.seeded_at,
-            opts.quiet,
-        ))),
+        Some(st) => {
+            let c = Counting::new(st, &s.preamble.probes, &s.threads, s.seeded_at, opts.quiet);
+            Mode::Stat(Box::new(match opts.stacks {
+                Some(hz) => c.with_stacks(hz),
+                None => c,
+            }))
+        }
         None => Mode::Trace {
             watch: s.watch.take(),
         },
     };
     let mut d = Drain::new(writer, s.cpus);
-    if opts.stacks.is_some() {
+    if opts.stacks.is_some() && opts.stat.is_none() {
         d.stacks = Some(crate::stacks::Stacks::new());
     }
     let mut files = Files::new(s.first.clone());

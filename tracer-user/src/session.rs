@@ -147,7 +147,7 @@ impl Session {
         // filter) and listed by /proc as well.
         kernel.attach_tracepoints(opts.empty_probes, opts.events, cgroup.is_some())?;
         if let Some(hz) = opts.stacks {
-            kernel.attach_sampler(cpus, hz)?;
+            kernel.attach_sampler(cpus, hz, opts.stat.is_some())?;
         }
         if opts.inherit {
             let descendants = trace_descendants(&mut kernel, &pids)?;

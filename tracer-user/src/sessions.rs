@@ -180,6 +180,7 @@ fn map_fd(map: &Map) -> Option<RawFd> {
         | Map::PerCpuArray(m)
         | Map::PerCpuHashMap(m)
         | Map::RingBuf(m)
+        | Map::StackTraceMap(m)
         | Map::Unsupported(m) => m,
         _ => return None,
     };

@@ -92,19 +92,42 @@ impl Stacks {
     }
 
     /// `kernel` without its innermost frames in the tracer's own programs (taken from
-    /// sched_switch, they are the program and the tracepoint's call of it).
+    /// sched_switch, they are the program and the tracepoint's calls of it).
     fn without_bpf(&mut self, mut kernel: Vec<u64>) -> Vec<u64> {
         let syms = self.kallsyms.get_or_insert_with(kallsyms);
         let ours = |addr: u64| {
             let i = syms.partition_point(|(a, _)| *a <= addr);
             i.checked_sub(1).is_some_and(|i| {
                 let name = &syms[i].1;
-                name.starts_with("bpf_prog_") || name.starts_with("bpf_trace_run")
+                ["bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_"]
+                    .iter()
+                    .any(|p| name.starts_with(p))
             })
         };
         let n = kernel.iter().take_while(|&&a| ours(a)).count();
         kernel.drain(..n);
         kernel
+    }
+
+    /// The id of a stack walked in the kernel (`tracer stat --stacks`): `user` as
+    /// `bpf_get_stackid` gives it (the instruction pointer, then return addresses),
+    /// `kernel` likewise. The process's mappings are read with its first stack.
+    pub fn define(&mut self, tgid: u32, user: &[u64], kernel: &[u64], now_ns: u64) -> u32 {
+        if !user.is_empty() {
+            self.unwinders.note(tgid, now_ns);
+        }
+        // Return addresses minus one: the call, as unwound stacks have them.
+        let user = (user.iter().enumerate())
+            .map(|(i, &a)| if i == 0 { a } else { a.wrapping_sub(1) })
+            .collect();
+        let kernel = self.without_bpf(kernel.to_vec());
+        self.intern(StackDef {
+            id: 0,
+            tgid,
+            user,
+            kernel,
+            cut: None,
+        })
     }
 
     fn intern(&mut self, def: StackDef) -> u32 {

@@ -11,13 +11,50 @@ use std::{
 
 use anyhow::Result;
 use trace_file::{
-    ChunkKind, FuncWindow, Probe, StatWindow, SysWindow, ThreadInfo, ThreadWindow, Writer,
+    ChunkKind, FuncWindow, Probe, StatWindow, SysWindow, ThreadInfo, ThreadWindow, WindowStack,
+    Writer,
 };
-use tracer_abi::{tstate, HIST_BUCKETS, MAX_SYSCALLS, WAIT_BUCKETS, WAIT_SHIFT};
+use tracer_abi::{
+    stack_cause, tstate, StackKey, HIST_BUCKETS, MAX_SYSCALLS, WAIT_BUCKETS, WAIT_SHIFT,
+};
 
 use trace_summary::units::human_ns;
 
-use crate::kernel::{Kernel, SeenIds, StatMaps};
+use crate::kernel::{Kernel, SeenIds, StackMaps, StatMaps};
+use crate::stacks::Stacks;
+
+/// The stacks counted since the last read, as ids of the file's stack table.
+fn window_stacks(
+    (table, _, last): &mut (Stacks, u64, HashMap<StackKey, u64>),
+    (ids, counts): &StackMaps,
+    now: u64,
+) -> Result<Vec<WindowStack>> {
+    let mut changed = Vec::new();
+    for item in counts.iter() {
+        let (key, per_cpu) = item?;
+        let total: u64 = per_cpu.iter().sum();
+        let before = last.insert(key, total).unwrap_or(0);
+        if total > before {
+            changed.push((key, total - before));
+        }
+    }
+    changed.sort_by_key(|(k, _)| (k.tgid, k.cause, k.user, k.kernel));
+    let frames = |id: i64| -> Vec<u64> {
+        u32::try_from(id)
+            .ok()
+            .and_then(|id| ids.get(&id, 0).ok())
+            .map(|t| t.frames().iter().map(|f| f.ip).collect())
+            .unwrap_or_default()
+    };
+    Ok(changed
+        .into_iter()
+        .map(|(key, count)| WindowStack {
+            stack: table.define(key.tgid, &frames(key.user), &frames(key.kernel), now),
+            on_cpu: key.cause == stack_cause::SAMPLE,
+            count,
+        })
+        .collect())
+}
 
 /// Counting-mode settings.
 #[derive(Clone, Copy)]
@@ -57,6 +94,9 @@ pub struct Counting {
     next_at: Instant,
     live: bool,
     pub windows: u64,
+    /// With `--stacks`: the file's stack table, the samples' period (ns), and the
+    /// kernel's cumulative count of each stack key when last read.
+    stacks: Option<(Stacks, u64, HashMap<StackKey, u64>)>,
 }
 
 impl Counting {
@@ -82,7 +122,14 @@ impl Counting {
             next_at: Instant::now() + opts.interval,
             live: !quiet && std::io::stderr().is_terminal(),
             windows: 0,
+            stacks: None,
         }
+    }
+
+    /// Counts stacks too, sampled on the CPU at `hz`.
+    pub fn with_stacks(mut self, hz: u64) -> Counting {
+        self.stacks = Some((Stacks::new(), 1_000_000_000 / hz.max(1), HashMap::new()));
+        self
     }
 
     /// Writes a window if the interval has passed; true if it did.
@@ -98,6 +145,9 @@ impl Counting {
     /// A new file starts with the next window (CLOCK_MONOTONIC ns, returned).
     pub fn new_file(&mut self) -> u64 {
         self.dropped.1 = self.dropped.0;
+        if let Some((s, _, _)) = &mut self.stacks {
+            s.restart();
+        }
         self.window_start
     }
 
@@ -126,6 +176,14 @@ impl Counting {
         };
         win.functions = self.functions(maps)?;
         win.syscalls = self.syscalls(maps)?;
+        if let (Some(st), Some(maps)) = (&mut self.stacks, &maps.stacks) {
+            win.stack_period_ns = st.1;
+            win.stacks = window_stacks(st, maps, now)?;
+            // The window names these stacks: they are defined before it.
+            if let Some(table) = st.0.take_table() {
+                w.meta(ChunkKind::Stacks, &table)?;
+            }
+        }
         let (threads, exited) = self.threads(maps, now, &seen);
         win.threads = threads;
         for tid in exited {

@@ -137,6 +137,15 @@ impl Unwinders {
         out
     }
 
+    /// Reads the mappings of process `pid` if they were not read yet (for stacks walked
+    /// elsewhere, whose addresses still need them); `now_ns` dates them.
+    pub fn note(&mut self, pid: u32, now_ns: u64) {
+        if !self.procs.contains_key(&pid) {
+            let p = load(pid, now_ns, &mut self.images, &mut self.read);
+            self.procs.insert(pid, p);
+        }
+    }
+
     /// Forgets process `pid` (it exited, or executed another program).
     pub fn forget(&mut self, pid: u32) {
         self.procs.remove(&pid);
