@@ -295,7 +295,10 @@ mod programs {
     pub fn func_entry(ctx: ProbeContext) -> u32 {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return 0;
+        }
         if counting() && !stat::func_entry(tid, func, now(), config().sample_every) {
             return 0;
         }
@@ -312,7 +315,10 @@ mod programs {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
         let ret: u64 = ctx.ret();
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return 0;
+        }
         if counting() && !stat::func_exit(tid, func, ret, now(), config().sample_every) {
             return 0;
         }
@@ -362,7 +368,7 @@ mod programs {
         }
         // Links on a program's own executable are machine-wide: count its traced
         // processes only (forks are traced before they run; see `Probes`).
-        if !is_traced_tgid(tgid) {
+        if !probed(tgid, tid) {
             return 1;
         }
         let c = config();
@@ -398,7 +404,10 @@ mod programs {
     pub fn usdt(ctx: ProbeContext) -> u32 {
         // SAFETY: helper reading this program's attach cookie.
         let probe = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return 0;
+        }
         let Some(spec) = USDT_SPECS.get(probe) else {
             return 0;
         };
@@ -448,7 +457,10 @@ mod programs {
     fn go_entered(ctx: &ProbeContext) {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return;
+        }
         emit(GoEntry {
             h: header(tid, kind::GO_ENTRY),
             func,
@@ -462,7 +474,10 @@ mod programs {
     pub fn go_exit(ctx: ProbeContext) -> u32 {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return 0;
+        }
         emit(GoExit {
             h: header(tid, kind::GO_EXIT),
             func,
@@ -535,6 +550,13 @@ mod programs {
             arg2: kernel_field(regs, kernel_offset!(regs_arg2)),
         });
         0
+    }
+
+    /// Whether a probe hit by the current thread counts: probes attached machine-wide (on a
+    /// traced cgroup's executables) are hit by every process that runs them.
+    #[inline(always)]
+    fn probed(tgid: u32, tid: u32) -> bool {
+        is_traced_tgid(tgid) || joined(tgid, tid)
     }
 
     /// With a traced cgroup: whether the current thread, not traced yet, is in it (it

@@ -84,23 +84,29 @@ impl Probes {
         let point = &self.resolved[i].point;
         let binary = point.binary().to_path_buf();
         let sessions = kernel.sessions();
-        let mut at = |prog, offset, ref_ctr, pid| {
-            kernel.attach_probe(prog, &binary, offset, ref_ctr, id, pid, inherit)
+        // Machine-wide on a process's own executable, the programs keeping to traced
+        // processes: its forks (and, with a traced cgroup, the processes entering it) are
+        // probed before they run. In a library, for this process only: a machine-wide
+        // probe there would trap every process on the machine.
+        let everywhere = matches!(point, Point::Function(_))
+            && (sessions || kernel.machine_wide())
+            && procfs::exe_identity(pid) == file_identity(&binary);
+        if everywhere && !self.everywhere.insert(i) {
+            // Attached already, for every process.
+            self.by_process.entry(pid).or_default().push((id, 0, 0));
+            return Ok(());
+        }
+        let target = if everywhere { 0 } else { pid };
+        let mut at = |prog, offset, ref_ctr| {
+            kernel.attach_probe(prog, &binary, offset, ref_ctr, id, target, inherit)
         };
         match point {
-            // Counting mode, a session: machine-wide on a process's own executable (the
-            // program keeps to traced processes), so its forks are counted before they
-            // run; in a library, for this process only, since a machine-wide probe there
-            // would trap every process on the machine.
+            // Counting mode: a session, the return probed only when the entry asks.
             Point::Function(f) if f.language != Language::Go && sessions => {
-                if procfs::exe_identity(pid) == file_identity(&binary) {
-                    if self.everywhere.insert(i) {
-                        at(Prog::Session, f.file_offset, None, 0)?;
-                    }
-                } else {
+                if !everywhere {
                     self.per_process.insert(i);
-                    at(Prog::Session, f.file_offset, None, pid)?;
                 }
+                at(Prog::Session, f.file_offset, None)?;
             }
             // Returns first: a call whose entry is recorded then always has its return
             // probed, where the other order leaves the calls entered in between open
@@ -108,7 +114,7 @@ impl Probes {
             Point::Function(f) => match &f.exit {
                 Exit::Returns(rets) if f.language == Language::Go => {
                     for &r in rets {
-                        at(Prog::GoReturn, r, None, pid)?;
+                        at(Prog::GoReturn, r, None)?;
                     }
                     // An entry probe placed past the first instruction is on the
                     // stack check's branch (see symbolizer's Go placement).
@@ -116,16 +122,16 @@ impl Probes {
                         0 => Prog::GoEntry,
                         _ => Prog::GoEntryCheck,
                     };
-                    at(entry, f.file_offset, None, pid)?;
+                    at(entry, f.file_offset, None)?;
                 }
                 _ => {
-                    at(Prog::Return, f.file_offset, None, pid)?;
-                    at(Prog::Entry, f.file_offset, None, pid)?;
+                    at(Prog::Return, f.file_offset, None)?;
+                    at(Prog::Entry, f.file_offset, None)?;
                 }
             },
             Point::Usdt(u) => {
                 let sem = (u.semaphore_offset != 0).then_some(u.semaphore_offset);
-                at(Prog::Usdt, u.file_offset, sem, pid)?;
+                at(Prog::Usdt, u.file_offset, sem)?;
             }
         }
         let end = clock::monotonic_ns();
