@@ -115,3 +115,17 @@ pub fn stop_tracer(child: Child) -> std::process::Output {
     );
     out
 }
+
+/// [`stop_tracer`] with a bound: panics if the tracer has not exited `timeout` after
+/// SIGINT (a hang), or failed.
+pub fn stop_tracer_within(child: Child, timeout: Duration) -> std::process::Output {
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = wait_output(child, timeout);
+    assert!(
+        out.status.success(),
+        "tracer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
