@@ -146,8 +146,12 @@ impl Files {
         self.bytes_before += d.w.bytes_written();
         // The new file is the current one from here: a failure to write its preamble is
         // said of it (`explain`).
-        self.older
-            .push_back(std::mem::replace(&mut self.current, path));
+        let previous = std::mem::replace(&mut self.current, path);
+        if keep > 0 {
+            // Only to remove it later: with every file kept, remembering them all would
+            // grow by one path per rotation for as long as the run lasts.
+            self.older.push_back(previous);
+        }
         d.w = next.write(file, &threads)?;
         self.started = Instant::now();
         self.base_losses = losses;
