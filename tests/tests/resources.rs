@@ -86,3 +86,63 @@ fn a_disk_that_fills_up_ends_the_recording_in_one_line_and_a_readable_file() {
     let calls = fx.numbers("CALLS", Duration::from_secs(5))[0];
     assert!(calls > 0);
 }
+
+/// A flight recorder left on for days over a process whose threads come and go by the
+/// thousand: the recorder's memory stays flat. Thread ids do not wrap around during the
+/// run (pid_max raised), so a table keyed by thread id that is never pruned grows for all
+/// of it.
+#[test]
+fn memory_stays_flat_over_a_rotated_recording_of_thread_churn() {
+    let _serial = serial();
+    let _pid_max = PidMax::at_least(1 << 22);
+    let dir = tmp();
+    let base = dir.path().join("churn.trace");
+    let mut fx = Piped::spawn(&build_fixture("churn"), &["100000000", "16"]);
+    let args = ["--rotate", "1s", "--keep", "3"];
+    let rec = start_tracer_writing("record", fx.pid(), &base, &args, || first_file(dir.path()));
+    let recorder = rec.id();
+    fx.send(b"g");
+    // VmRSS every 200 ms until the churn ends.
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let sampler = std::thread::spawn(move || {
+        let mut kib = vec![];
+        while rx.recv_timeout(Duration::from_millis(200)).is_err() {
+            kib.extend(vm_rss_kib(recorder));
+        }
+        kib
+    });
+    let threads = fx.numbers("THREADS", Duration::from_secs(60))[0];
+    tx.send(()).unwrap();
+    let kib = sampler.join().unwrap();
+    assert!(fx.wait(Duration::from_secs(10)).success());
+    stop_tracer_within(rec, Duration::from_secs(20));
+
+    let (first, second) = kib.split_at(kib.len() / 2);
+    let (max1, max2) = (first.iter().max().unwrap(), second.iter().max().unwrap());
+    let min2 = second.iter().min().unwrap();
+    eprintln!(
+        "{threads} threads in 16 s; recorder RSS KiB: first half max {max1}, second half {min2}..{max2}; samples {kib:?}"
+    );
+    assert!(threads > 10_000, "only {threads} threads: no churn");
+    // The bound: the recorder's buffers (1 MiB file buffer, 256 KiB per CPU of encoded
+    // records, the rings' pages as they are first read) are all touched within the first
+    // second of this load. Measured on 2 loaded CPUs (426,368 and 494,080 threads in the
+    // 16 s): VmRSS 57,872 KiB in every one of 80 samples, a spread of 0. The 1 MiB allows
+    // for allocator slack elsewhere. What it catches: with the thread table never pruned
+    // (a thread's exit not forgetting it), the second half grew by 4,916 KiB. (A leak of a
+    // few entries a second, as exits drained before their thread's creation left, is too
+    // slow for 16 s: `tree`'s unit tests hold that one.)
+    assert!(
+        *max2 <= max1 + 1024,
+        "RSS grew from {max1} KiB (first half) to {max2} KiB (second half)"
+    );
+
+    // --keep 3: the newest three files, each complete.
+    let paths = files_in(dir.path());
+    assert_eq!(paths.len(), 3, "{paths:?}");
+    for (i, p) in paths.iter().enumerate() {
+        let t = read_trace(p);
+        let reason = &t.trailer.as_ref().expect("every file is finished").reason;
+        assert_eq!(reason, if i == 2 { "signal" } else { "rotated" });
+    }
+}

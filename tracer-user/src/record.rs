@@ -183,6 +183,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         d.drain(&mut s.kernel, |ts, tid, e| {
             see(&mut mode, &mut tree, &mut names, ts, tid, e)
         })?;
+        tree.settle();
         d.flush_all()?;
         if let Mode::Stat(c) = &mut mode {
             for (tid, tgid, name) in names.drain(..) {
@@ -234,6 +235,7 @@ impl Run<'_> {
             let drained = self.d.drain(&mut self.s.kernel, |ts, tid, e| {
                 see(mode, tree, &mut names, ts, tid, e)
             })?;
+            tree.settle();
             self.d.flush_aged()?;
             self.follow_tree()?;
             let may_rotate = self.mode.tick(&mut self.s.kernel, self.d, &mut names)?;
