@@ -4,10 +4,17 @@
 //! in one line with a non-zero exit. Ground truth is the fixtures' own counters.
 //! Needs root: these load eBPF programs (and mount a tmpfs).
 
-use std::{fs::File, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    fs::File,
+    path::Path,
+    time::Duration,
+};
 
-use trace_file::{ChunkKind, End, EventChunkDecoder, Reader};
+use trace_file::{ChunkKind, End, Event, EventChunkDecoder, Reader};
 use tracer_tests::*;
+
+const GETPPID: u32 = 110;
 
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
@@ -17,6 +24,17 @@ fn tmp() -> tempfile::TempDir {
 fn process_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// `getppid` calls completed per thread.
+fn getppid_by_tid(t: &Trace) -> HashMap<u32, u64> {
+    let mut n = HashMap::new();
+    for r in &t.records {
+        if matches!(r.event, Event::SysExit { nr: GETPPID, .. }) {
+            *n.entry(r.tid).or_default() += 1;
+        }
+    }
+    n
 }
 
 /// The disk fills while recording: the recorder stops with one line that names the file
@@ -145,4 +163,105 @@ fn memory_stays_flat_over_a_rotated_recording_of_thread_churn() {
         let reason = &t.trailer.as_ref().expect("every file is finished").reason;
         assert_eq!(reason, if i == 2 { "signal" } else { "rotated" });
     }
+}
+
+/// A thousand threads, half there before the recorder attaches and half created after:
+/// each is in the trace, with each of its system calls and its scheduling.
+#[test]
+fn a_process_with_a_thousand_threads_is_recorded_whole() {
+    let _serial = serial();
+    let mut fx = Piped::spawn(&build_fixture("manythreads"), &["500", "500", "3"]);
+    let pid = fx.pid();
+    assert_eq!(fx.numbers("READY", Duration::from_secs(20)), [500]);
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_tracer("record", pid, &out, &[]);
+    fx.send(b"g");
+    assert_eq!(fx.numbers("DONE", Duration::from_secs(30)), [1000, 3000]);
+    let alive: Vec<u32> = threads(pid).into_iter().map(|(tid, _)| tid).collect();
+    assert_eq!(alive.len(), 1001);
+    stop_tracer_within(rec, Duration::from_secs(20));
+    assert!(fx.wait(Duration::from_secs(20)).success());
+
+    let t = read_trace(&out);
+    assert_eq!(t.lost, 0, "events were lost");
+    let at_start: HashSet<u32> = t.threads.iter().map(|x| x.tid).collect();
+    let created: HashSet<u32> = (t.records.iter())
+        .filter_map(|r| match r.event {
+            Event::NewTask {
+                child_tid,
+                child_tgid,
+                ..
+            } if child_tgid == pid => Some(child_tid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(at_start.len(), 501, "main and the first 500");
+    assert_eq!(created.len(), 500, "the 500 created while recording");
+    let calls = getppid_by_tid(&t);
+    let mut switched: HashSet<u32> = HashSet::new();
+    for r in &t.records {
+        if matches!(r.event, Event::Switch { .. }) {
+            switched.insert(r.tid);
+        }
+    }
+    for &tid in alive.iter().filter(|&&tid| tid != pid) {
+        assert!(
+            at_start.contains(&tid) || created.contains(&tid),
+            "thread {tid} is not in the trace"
+        );
+        assert_eq!(calls.get(&tid), Some(&3), "thread {tid}'s getppid calls");
+        assert!(switched.contains(&tid), "thread {tid} never switched out");
+    }
+    eprintln!(
+        "{} threads at attach, {} created, {} getppid calls",
+        at_start.len(),
+        created.len(),
+        calls.values().sum::<u64>()
+    );
+}
+
+/// A target killed with SIGKILL (and left unreaped, a zombie): the recorder notices, stops
+/// by itself and exits 0; its file is complete and holds everything up to the kill, every
+/// thread's exit included.
+#[test]
+fn a_target_killed_with_sigkill_ends_the_recording_cleanly() {
+    let _serial = serial();
+    let mut fx = Piped::spawn(&build_fixture("manythreads"), &["20", "20", "3"]);
+    let pid = fx.pid();
+    assert_eq!(fx.numbers("READY", Duration::from_secs(20)), [20]);
+    let dir = tmp();
+    let out = dir.path().join("t.trace");
+    let rec = start_tracer("record", pid, &out, &[]);
+    fx.send(b"g");
+    assert_eq!(fx.numbers("DONE", Duration::from_secs(20)), [40, 120]);
+    let tids: Vec<u32> = threads(pid).into_iter().map(|(tid, _)| tid).collect();
+    assert_eq!(tids.len(), 41);
+    fx.signal(libc::SIGKILL);
+    let output = wait_output(rec, Duration::from_secs(20));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(process_state(pid), Some('Z'), "reaped behind our back?");
+
+    let t = read_trace(&out);
+    assert_eq!(t.lost, 0, "events were lost");
+    assert_eq!(t.trailer.as_ref().unwrap().reason, "process exited");
+    let calls = getppid_by_tid(&t);
+    let exits: HashMap<u32, bool> = (t.records.iter())
+        .filter_map(|r| match r.event {
+            Event::Exit { tgid, group_dead } if tgid == pid => Some((r.tid, group_dead)),
+            _ => None,
+        })
+        .collect();
+    for &tid in &tids {
+        if tid != pid {
+            assert_eq!(calls.get(&tid), Some(&3), "thread {tid}'s calls");
+        }
+        assert!(exits.contains_key(&tid), "thread {tid}: no exit");
+    }
+    assert_eq!(exits.values().filter(|&&g| g).count(), 1, "one group exit");
+    assert!(Path::new(&out).exists());
 }
