@@ -221,6 +221,92 @@ fn a_process_with_a_thousand_threads_is_recorded_whole() {
     );
 }
 
+/// A process that execs another program mid-recording, from its main thread and from
+/// another thread (which the kernel gives the process id): the exec is recorded and so is
+/// everything after it, to the new program's exit; the file summarizes and converts.
+#[test]
+fn recording_goes_on_across_an_exec() {
+    let _serial = serial();
+    for who in ["main", "thread"] {
+        let mut fx = Piped::spawn(&build_fixture("execer"), &[who, "5", "/bin/sleep", "0.3"]);
+        let pid = fx.pid();
+        let dir = tmp();
+        let out = dir.path().join("t.trace");
+        let rec = start_tracer("record", pid, &out, &[]);
+        fx.send(b"g");
+        assert_eq!(fx.numbers("CALLS", Duration::from_secs(10)), [5]);
+        // The recorder stops by itself once the new program has exited.
+        let output = wait_output(rec, Duration::from_secs(20));
+        assert!(
+            output.status.success(),
+            "{who}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(fx.wait(Duration::from_secs(10)).success());
+
+        let t = read_trace(&out);
+        assert_eq!(t.lost, 0, "{who}: events were lost");
+        assert_eq!(t.trailer.as_ref().unwrap().reason, "process exited");
+        let exec: Vec<u64> = (t.records.iter())
+            .filter(|r| {
+                r.tid == pid && matches!(r.event, Event::Exec { comm } if comm.as_str() == "sleep")
+            })
+            .map(|r| r.ts)
+            .collect();
+        assert_eq!(exec.len(), 1, "{who}: the exec record");
+        let (before, after): (Vec<_>, Vec<_>) = (t.records.iter())
+            .filter(|r| r.tid == pid)
+            .partition(|r| r.ts < exec[0]);
+        let getppid = |rs: &[&trace_file::Record]| {
+            rs.iter()
+                .filter(|r| matches!(r.event, Event::SysExit { nr: GETPPID, .. }))
+                .count()
+        };
+        assert_eq!(getppid(&before), 5, "{who}: the calls before the exec");
+        let has = |pred: &dyn Fn(&Event) -> bool| after.iter().any(|r| pred(&r.event));
+        assert!(
+            has(&|e| matches!(
+                e,
+                Event::SysExit {
+                    nr: 35 | 230,
+                    ret: 0
+                }
+            )),
+            "{who}: sleep's sleep is missing"
+        );
+        assert!(
+            has(&|e| matches!(e, Event::Switch { .. })),
+            "{who}: no scheduling after the exec"
+        );
+        assert!(
+            has(&|e| matches!(
+                e,
+                Event::Exit {
+                    group_dead: true,
+                    ..
+                }
+            )),
+            "{who}: the new program's exit is missing"
+        );
+        eprintln!(
+            "{who}: {} records before the exec, {} after",
+            before.len(),
+            after.len()
+        );
+
+        let summary = tracer_ok(&["summary".as_ref(), out.as_os_str()]);
+        assert!(!summary.stdout.is_empty(), "{who}: empty summary");
+        let json = dir.path().join("t.json");
+        tracer_ok(&[
+            "convert".as_ref(),
+            out.as_os_str(),
+            "-o".as_ref(),
+            json.as_os_str(),
+        ]);
+        trace_testkit::check::chrome::check(&json).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    }
+}
+
 /// A target killed with SIGKILL (and left unreaped, a zombie): the recorder notices, stops
 /// by itself and exits 0; its file is complete and holds everything up to the kill, every
 /// thread's exit included.

@@ -97,9 +97,11 @@ impl Tree {
                 }
             }
             Event::Exec { .. } => {
-                if let Some(&tgid) = self.tgid_of.get(&tid) {
-                    self.execs.push(tgid);
-                }
+                // After an exec the thread is its process's only one, with the process id:
+                // from a thread other than the main one, its tid changed to that id (and
+                // the main thread's exit took that id out of this table).
+                self.tgid_of.insert(tid, tid);
+                self.execs.push(tid);
             }
             Event::Exit { tgid, group_dead } => {
                 if self.tgid_of.remove(&tid).is_none() {
