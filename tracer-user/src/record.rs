@@ -208,6 +208,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         threads: tree.threads,
         late_probes: s.probes.late,
         uncertain_probes: s.probes.uncertain,
+        second_hand_probes: s.probes.second_hand,
     })
 }
 

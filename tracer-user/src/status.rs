@@ -35,6 +35,9 @@ pub struct RecordSummary {
     /// is not known whether they inherited them (see `attach`).
     pub late_probes: u64,
     pub uncertain_probes: u64,
+    /// Processes whose probes were inherited from a process that had inherited them (see
+    /// `attach`).
+    pub second_hand_probes: u64,
 }
 
 /// The status line of a recording: once a second, on a terminal only.
@@ -114,6 +117,13 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             out,
             "  {} processes were created while their parent's probes were attached: their calls may be missing or doubled",
             s.uncertain_probes
+        )?;
+    }
+    if s.second_hand_probes > 0 {
+        writeln!(
+            out,
+            "  {} processes inherited their probes from a process that had inherited them: the kernel may drop their breakpoints (seen on Linux 6.18, perf record -p too): their calls may be missing",
+            s.second_hand_probes
         )?;
     }
     for (k, v) in &s.records {
