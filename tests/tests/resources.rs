@@ -85,7 +85,8 @@ fn a_disk_that_fills_up_ends_the_recording_in_one_line_and_a_readable_file() {
     let end = reader.end().unwrap();
     match end {
         End::Complete => {}
-        End::Torn { offset } => assert!(offset <= on_disk),
+        // Of one chunk at most: 256 KiB of records, and the last one's few bytes more.
+        End::Torn { offset } => assert!(on_disk - offset < 257 << 10, "torn at {offset}"),
     }
     assert_eq!(
         kinds[..4],
