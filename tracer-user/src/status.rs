@@ -132,7 +132,7 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
     if s.lost > 0 {
         writeln!(
             out,
-            "  LOST {} events: ring buffers full, or program runs the kernel skipped (`tracer dump` shows which)",
+            "  LOST {} events: ring buffers full, program runs the kernel skipped, or records that did not decode (`tracer dump` shows which)",
             s.lost
         )?;
     } else {
