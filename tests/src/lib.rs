@@ -9,6 +9,7 @@
 mod env;
 mod fixtures;
 mod load;
+mod piped;
 mod procfs;
 mod runclock;
 mod server;
@@ -19,6 +20,7 @@ mod traces;
 pub use env::*;
 pub use fixtures::*;
 pub use load::*;
+pub use piped::*;
 pub use procfs::*;
 pub use runclock::*;
 pub use server::*;

@@ -377,29 +377,6 @@ fn thread_churn_beyond_the_maps_capacity_keeps_memory_flat() {
     assert!(seen.len() as u64 >= threads, "{} threads seen", seen.len());
 }
 
-/// Raises kernel.pid_max for the test's length, restoring it after.
-struct PidMax(Option<String>);
-
-impl PidMax {
-    fn at_least(n: u64) -> PidMax {
-        const PATH: &str = "/proc/sys/kernel/pid_max";
-        let old = std::fs::read_to_string(PATH).unwrap();
-        if old.trim().parse::<u64>().unwrap() >= n {
-            return PidMax(None);
-        }
-        std::fs::write(PATH, n.to_string()).unwrap();
-        PidMax(Some(old))
-    }
-}
-
-impl Drop for PidMax {
-    fn drop(&mut self) {
-        if let Some(old) = &self.0 {
-            let _ = std::fs::write("/proc/sys/kernel/pid_max", old.trim());
-        }
-    }
-}
-
 /// A long run in several files: each is complete, the windows go on from one file to the
 /// next, all of them together count every call, and `--keep` bounds how many stay.
 #[test]

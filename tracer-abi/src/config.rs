@@ -18,6 +18,9 @@ pub struct Offsets {
     pub rename_newcomm: u32,
     /// `sched:sched_process_exec`: the task's id.
     pub exec_pid: u32,
+    /// `sched:sched_process_exec`: its id before the exec (another thread's than the
+    /// process's when that thread exec'd: it then takes the process id).
+    pub exec_old_pid: u32,
     /// `struct task_struct`: `pid` (the thread id), `exit_state`, and `thread_info.cpu`
     /// (the CPU it last ran on or is queued on).
     pub task_pid: u32,
@@ -61,6 +64,7 @@ impl Offsets {
         rename_pid: 8,
         rename_newcomm: 28,
         exec_pid: 12,
+        exec_old_pid: 16,
         task_pid: 0,
         task_exit_state: 0,
         task_cpu: 0,
@@ -157,6 +161,6 @@ pub struct NsSelf {
 crate::records::exact_layout! {
     NsIds { u32, u32 }
     NsSelf { u64, u32, u32 }
-    Offsets { [u32; 19] }
+    Offsets { [u32; 20] }
     Config { u32, u32, u32, u32, u32, u32, u32, u32 }
 }

@@ -819,10 +819,30 @@ mod programs {
     }
 
     #[tracepoint]
-    pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
-        let (_, tid) = current();
+    pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
+        let (tgid, tid) = current();
         if !is_traced_tid(tid) {
-            return 0;
+            // A thread other than the leader exec'd: the kernel gave it the process id
+            // (tid == tgid now) and ended the others, the leader's exit taking that id
+            // out of the filter. The thread goes on as the process: its new id in, its
+            // old one out (the filter would keep it forever).
+            let old = field!(ctx, exec_old_pid, u32);
+            if old == tid || !is_traced_tgid(tgid) {
+                return 0;
+            }
+            hint(tid);
+            if TIDS.insert(tid, tgid, BPF_ANY as u64).is_err() {
+                bump(counter::THREADS_FULL);
+                return 0;
+            }
+            let _ = TIDS.remove(old);
+            if config().pidns != 0 {
+                // Its ids in the recorder's namespace, gone with the leader's too.
+                // SAFETY: helper without preconditions.
+                let task = unsafe { bpf_get_current_task() } as *const u8;
+                crate::pidns::learn(task, tid);
+                crate::pidns::forget(old);
+            }
         }
         emit(Rename {
             h: header(tid, kind::EXEC),

@@ -36,6 +36,10 @@ pub struct Probes {
     /// Processes forked while their parent's probes were being attached: whether they
     /// inherited them is not known, and they were left as they were.
     pub uncertain: u64,
+    /// Processes that inherited probes from a process that had inherited them itself: the
+    /// kernel (seen on 6.18) drops most of such processes' breakpoints, `perf record -p`'s
+    /// as well, so their calls may be missing. Said, since it cannot be seen.
+    pub second_hand: u64,
 }
 
 impl Probes {
@@ -56,6 +60,7 @@ impl Probes {
             by_process: HashMap::new(),
             late: 0,
             uncertain: 0,
+            second_hand: 0,
         };
         let mut table = Vec::new();
         if p.resolved.is_empty() {
@@ -145,12 +150,19 @@ impl Probes {
     /// A process created by a traced one: its parent's probes that existed when it was
     /// created are its by inheritance; the others are attached now.
     pub fn adopt(&mut self, kernel: &mut Kernel, fork: &Fork) -> Result<()> {
-        let Some(parent) = fork.parent.and_then(|p| self.by_process.get(&p)) else {
-            return Ok(());
-        };
-        if !self.inherit {
+        if !self.inherit || self.resolved.is_empty() {
             return Ok(());
         }
+        let Some(parent) = fork.parent else {
+            // Its parent is not known here: created while recording too (its creation
+            // drained after this one's) or gone already, so whatever probes this one
+            // has, it has second hand.
+            self.second_hand += 1;
+            return Ok(());
+        };
+        let Some(parent) = self.by_process.get(&parent) else {
+            return Ok(());
+        };
         let mut inherited = Attached::new();
         let mut missing = Vec::new();
         let mut uncertain = false;
@@ -166,6 +178,8 @@ impl Probes {
             }
         }
         self.uncertain += uncertain as u64;
+        // Inherited entries carry no attachment span.
+        self.second_hand += parent.iter().any(|&(_, s, e)| (s, e) == (0, 0)) as u64;
         self.by_process.insert(fork.child, inherited);
         if !missing.is_empty() {
             self.late += 1;

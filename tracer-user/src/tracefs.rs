@@ -55,6 +55,7 @@ pub fn offsets(tracefs: &Path) -> Result<Offsets> {
         rename_pid: field(&rename, "pid", 4)?,
         rename_newcomm: field(&rename, "newcomm", 16)?,
         exec_pid: field(&exec, "pid", 4)?,
+        exec_old_pid: field(&exec, "old_pid", 4)?,
         task_pid: btf.offset("task_struct", "pid", 4)?,
         task_exit_state: btf.offset("task_struct", "exit_state", 4)?,
         task_cpu: btf.offset("task_struct", "thread_info.cpu", 4)?,
