@@ -51,7 +51,10 @@ pub fn check(pids: &[u32]) -> Result<PathBuf> {
     let tracefs = match tracefs::ensure_mounted() {
         Ok(dir) => Some(dir),
         Err(e) => {
-            problems.push(Problem::Tracefs(e.to_string()));
+            // "Operation not permitted", without Rust's " (os error 1)".
+            let e = e.to_string();
+            let why = e.split(" (os error").next().unwrap_or(&e);
+            problems.push(Problem::Tracefs(why.to_string()));
             None
         }
     };
@@ -283,7 +286,7 @@ mod tests {
     fn root_in_a_container_is_told_the_container_options_not_sudo() {
         let problems = [
             Problem::Capabilities(vec!["CAP_BPF", "CAP_PERFMON"]),
-            Problem::Tracefs("Operation not permitted (os error 1)".into()),
+            Problem::Tracefs("Operation not permitted".into()),
         ];
         let line = refusal(&problems, &container_root()).unwrap();
         assert!(!line.contains('\n'));
