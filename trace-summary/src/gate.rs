@@ -525,5 +525,13 @@ mod tests {
         assert_eq!(xml.matches("<failure ").count(), 1);
         assert_eq!(xml.matches("<error ").count(), 1);
         assert!(!xml.contains("\"c\".calls"), "unescaped: {xml}");
+        // Well-formed, and the names read back as written.
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let names: Vec<&str> = (doc.descendants())
+            .filter(|n| n.has_tag_name("testcase"))
+            .filter_map(|n| n.attribute("name"))
+            .collect();
+        assert_eq!(names[0], "a<b>&\"c\".calls > +50%");
+        assert_eq!(names.len(), 3);
     }
 }
