@@ -198,7 +198,7 @@ fn the_containerfile_image_records_a_server_on_the_host() {
     let image = "localhost/tracer:test";
     let mut build = podman();
     build
-        .args(["build", "--quiet", "--tag", image])
+        .args(["build", "--quiet", "--tag", image, "--network", "host"])
         .args(["--build-arg", &format!("BASE={BASE_IMAGE}")])
         .arg("--build-arg")
         .arg(format!("CARGO_HOME={}", cargo.display()))

@@ -87,6 +87,7 @@ fn a_slowed_handler_fails_the_gate_and_an_unchanged_pair_passes() {
     let junit = dir.path().join("gate.xml");
     let out = gate(&base, &slow, &["--junit", junit.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{err}"); // the line docs/ci.md shows (`--nocapture`)
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
