@@ -6,6 +6,7 @@
 //!
 //! Pids and tids are `u32` throughout, like [`std::process::Child::id`].
 
+mod containers;
 mod env;
 mod fixtures;
 mod load;
@@ -17,6 +18,7 @@ mod syscalls;
 mod tracer;
 mod traces;
 
+pub use containers::*;
 pub use env::*;
 pub use fixtures::*;
 pub use load::*;

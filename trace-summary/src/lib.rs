@@ -14,7 +14,8 @@
 //! [`SummarizeOptions::max_connections`] only; every connection counts in the aggregates.
 //!
 //! [`render`] writes a summary as an aligned terminal table, JSON (schema in
-//! `docs/summary-json.md`) or CSV; [`diff`] compares two summaries element by element;
+//! `docs/summary-json.md`), CSV or JUnit; [`diff`] compares two summaries element by element
+//! and [`gate`] turns that comparison into pass or fail (`tracer diff --fail-if`);
 //! [`units`] has the human units of the tables, for other tools to show the same.
 //!
 //! ```no_run
@@ -31,7 +32,9 @@
 
 mod acc;
 mod diff;
+pub mod gate;
 mod hist;
+mod junit;
 mod render;
 mod stat;
 pub mod units;
@@ -126,6 +129,9 @@ pub enum Format {
     Json,
     /// Comma-separated values with raw numbers (ns, bytes), one header line.
     Csv,
+    /// JUnit XML for CI: the hot-spot flags of a summary (a failing test case per flagged
+    /// element), the verdicts of a diff's gate conditions ([`gate`]).
+    Junit,
 }
 
 impl FromStr for Format {
@@ -135,9 +141,10 @@ impl FromStr for Format {
             "table" | "text" => Format::Table,
             "json" => Format::Json,
             "csv" => Format::Csv,
+            "junit" | "junit-xml" => Format::Junit,
             _ => {
                 return Err(Error::Option(format!(
-                    "unknown format {s:?} (expected table, json or csv)"
+                    "unknown format {s:?} (expected table, json, csv or junit)"
                 )))
             }
         })

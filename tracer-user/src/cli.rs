@@ -143,7 +143,8 @@ pub enum Command {
         #[command(flatten)]
         view: View,
     },
-    /// Compare two runs element by element, largest regression first.
+    /// Compare two runs element by element, largest regression first; with --fail-if, a
+    /// performance gate for CI.
     Diff {
         /// The baseline trace.
         a: PathBuf,
@@ -151,6 +152,15 @@ pub enum Command {
         b: PathBuf,
         #[command(flatten)]
         view: View,
+        /// Fail (exit status 3, a line on stderr for each) when a condition holds:
+        /// ELEMENT.METRIC OP LIMIT, metric count|calls, errors, mean, p99, total or self;
+        /// `+10%`/`-5%` is B's change relative to A, `+2ms` its change, `2ms` B's own
+        /// value. E.g. 'handle_request.p99 > +10%', 'read.errors > 0' (repeatable).
+        #[arg(long, value_name = "CONDITION")]
+        fail_if: Vec<String>,
+        /// Also write the conditions' verdicts as JUnit XML to this file.
+        #[arg(long, value_name = "FILE", requires = "fail_if")]
+        junit: Option<PathBuf>,
     },
     /// List functions and USDT probes that can be probed, like `bpftrace -l`.
     Probes {
@@ -275,7 +285,8 @@ pub struct View {
     /// Rows: function, thread, syscall, connection or callgraph.
     #[arg(long, default_value = "function")]
     pub by: String,
-    /// table, json or csv.
+    /// table, json, csv or junit (summary: the hot-spot flags; diff: the --fail-if
+    /// verdicts).
     #[arg(long, default_value = "table")]
     pub format: String,
     /// Sort key (e.g. total, calls, mean, p99, errors, running, ready); default: total time.

@@ -14,7 +14,7 @@ use crate::{
     files::{segment_path, Preamble, TraceWriter},
     kernel::Kernel,
     launch::Launched,
-    output, probes, procfs,
+    output, preflight, probes, procfs,
     record::RecordOptions,
     stat, tracefs,
     trigger::Watch,
@@ -47,16 +47,7 @@ impl Session {
     /// last, traced from its first instruction. Returns the session and the writer of its
     /// first file, the preamble written.
     pub fn start(opts: &RecordOptions) -> Result<(Session, TraceWriter)> {
-        for &pid in &opts.pids {
-            procfs::check_alive(pid)?;
-        }
-        if !procfs::privileged() {
-            bail!("tracing needs root (or CAP_BPF and CAP_PERFMON): run tracer record with sudo");
-        }
-        let tracefs = tracefs::ensure_mounted()?;
-        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-            bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); the tracer needs CONFIG_DEBUG_INFO_BTF=y");
-        }
+        let tracefs = preflight::check(&opts.pids)?;
         let offsets = tracefs::offsets(&tracefs)?;
 
         // Resolve probes before touching the kernel or the output, so a typo costs nothing.

@@ -24,6 +24,7 @@ const CONVERT_MIN_EVENTS: u64 = 20_000_000;
 
 pub fn run(only: Option<&str>) -> Result<()> {
     let wanted = |section: &str| only.is_none_or(|o| o == section);
+    crate::setup::ensure()?;
     let tracer = crate::build::run()?;
     ensure_perf()?;
     let dir = workspace().join("target/bench");

@@ -2,6 +2,7 @@
 
 mod bench;
 mod build;
+mod containers;
 mod demo;
 mod fuzz;
 mod golden;
@@ -20,7 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install the eBPF toolchain (pinned nightly, rust-src, bpf-linker) and mount tracefs.
+    /// Install the eBPF toolchain (pinned nightly, rust-src, bpf-linker), the tests' Debian
+    /// packages, podman and its base image (the container tests), and mount tracefs.
     Setup,
     /// Build the eBPF programs and the `tracer` binary (release).
     Build,
