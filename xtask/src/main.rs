@@ -5,6 +5,7 @@ mod build;
 mod demo;
 mod fuzz;
 mod golden;
+mod parquet;
 mod setup;
 mod test;
 
@@ -20,7 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install the eBPF toolchain (pinned nightly, rust-src, bpf-linker) and mount tracefs.
+    /// Install the eBPF toolchain (pinned nightly, rust-src, bpf-linker), the tests' Python
+    /// environment (target/venv: DuckDB) and mount tracefs.
     Setup,
     /// Build the eBPF programs and the `tracer` binary (release).
     Build,
@@ -34,7 +36,7 @@ enum Task {
     Demo,
     /// Measure overheads and throughputs side by side.
     Bench {
-        /// Run one section only: server, stat, probe, rate, convert, symbolizer, merge.
+        /// Run one section only: server, stat, probe, rate, convert, parquet, symbolizer, merge.
         #[arg(long)]
         only: Option<String>,
     },
