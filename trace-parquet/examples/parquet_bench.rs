@@ -16,7 +16,9 @@ use std::time::Instant;
 
 use trace_file::{ChunkKind, ReadOptions, Reader, TraceHeader, Writer};
 use trace_parquet::{convert, Options, Partition};
-use trace_testkit::synth::{label, main_for_sizes, synthesize, thread_cpu_ns, vm_hwm_kib};
+use trace_testkit::synth::{
+    label, main_for_sizes, process_cpu_ns, synthesize, thread_cpu_ns, vm_hwm_kib,
+};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,15 +39,16 @@ fn run(n: u64) {
     let size = std::fs::metadata(&input).map(|m| m.len()).unwrap_or(0);
     let out = dir.path().join("bench.parquet");
     let t0 = Instant::now();
-    let c0 = thread_cpu_ns();
+    let (c0, p0) = (thread_cpu_ns(), process_cpu_ns());
     let opts = Options {
         force: true,
         ..Default::default()
     };
     let r = convert(std::slice::from_ref(&input), &out, &opts).expect("convert");
     let secs = t0.elapsed().as_secs_f64();
-    let c1 = thread_cpu_ns();
+    let (c1, p1) = (thread_cpu_ns(), process_cpu_ns());
     let cpu = (c1.0 - c0.0) as f64 / 1e9;
+    let all_cpu = (p1 - p0) as f64 / 1e9;
     let records = r.input.records_in;
     let l = label(n);
     println!("{l} records: {records}");
@@ -60,10 +63,11 @@ fn run(n: u64) {
         r.bytes() as f64 / size as f64
     );
     println!(
-        "{l} parquet: {secs:.3} s, {:.0} events/s wall, {:.0} per CPU s of the converting thread (waited for a CPU: {:.3} s)",
+        "{l} parquet: {secs:.3} s, {:.0} events/s wall; per CPU s: {:.0} of the timeline thread (waited for a CPU: {:.3} s), {:.0} of both threads (timeline and encoder: {all_cpu:.3} CPU s)",
         records as f64 / secs,
         records as f64 / cpu,
-        (c1.1 - c0.1) as f64 / 1e9
+        (c1.1 - c0.1) as f64 / 1e9,
+        records as f64 / all_cpu,
     );
     let rows: Vec<String> = (r.rows.iter())
         .filter(|x| x.1 > 0)

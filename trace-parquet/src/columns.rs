@@ -14,6 +14,8 @@ use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use rustc_hash::FxHashMap;
 
+use crate::sink::BATCH_ROWS;
+
 /// The strings of dictionary columns, interned: a key is an index into them.
 #[derive(Default)]
 pub(crate) struct Strings {
@@ -64,8 +66,9 @@ impl Dict {
         self.0.append_option(key);
     }
     fn finish(&mut self, strings: &mut Strings) -> ArrayRef {
-        let keys = self.0.finish();
-        Arc::new(DictionaryArray::<Int32Type>::new(keys, strings.array()))
+        let keys = std::mem::replace(&mut self.0, Int32Builder::with_capacity(BATCH_ROWS)).finish();
+        // SAFETY: every key was handed out by `strings`, whose array holds them all.
+        Arc::new(unsafe { DictionaryArray::<Int32Type>::new_unchecked(keys, strings.array()) })
     }
     fn data_type() -> DataType {
         DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
@@ -87,22 +90,37 @@ impl Column for Dict {
     }
 }
 
+// A finished builder is replaced by one with room for a batch: growing one row by row
+// copied each batch's values several times.
 macro_rules! plain_column {
-    ($builder:ty, $dt:expr) => {
+    ($builder:ty, $dt:expr, $fresh:expr) => {
         impl Column for $builder {
             fn data_type() -> DataType {
                 $dt
             }
             fn finish_array(&mut self, _: &mut Strings) -> ArrayRef {
-                Arc::new(self.finish())
+                Arc::new(std::mem::replace(self, $fresh).finish())
             }
         }
     };
 }
-plain_column!(Int64Builder, DataType::Int64);
-plain_column!(Int32Builder, DataType::Int32);
-plain_column!(BooleanBuilder, DataType::Boolean);
-plain_column!(StringBuilder, DataType::Utf8);
+plain_column!(
+    Int64Builder,
+    DataType::Int64,
+    Int64Builder::with_capacity(BATCH_ROWS)
+);
+plain_column!(
+    Int32Builder,
+    DataType::Int32,
+    Int32Builder::with_capacity(BATCH_ROWS)
+);
+plain_column!(
+    BooleanBuilder,
+    DataType::Boolean,
+    BooleanBuilder::with_capacity(BATCH_ROWS)
+);
+// Strings of the small tables: few rows.
+plain_column!(StringBuilder, DataType::Utf8, StringBuilder::new());
 
 /// Column types of the tables, by the names [`table!`] uses.
 pub(crate) type I64 = Int64Builder;

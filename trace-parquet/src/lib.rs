@@ -40,7 +40,8 @@ pub use sink::{Partition, ROW_GROUP_ROWS};
 pub use trace_merge::{InputReport, MergeOptions};
 
 use columns::{Batch, Strings};
-use sink::Sink;
+use sink::{Encoder, Sink};
+use std::sync::Arc;
 use tables::*;
 use trace_file::{ChunkKind, ReadOptions, Reader, TraceHeader};
 
@@ -168,24 +169,27 @@ pub(crate) struct Out {
     pub(crate) next_call: i64,
     /// Added to a host's connection ids, so that they are unique in the output.
     pub(crate) conn_base: i64,
+    encoder: Arc<Encoder>,
 }
 
 impl Out {
     fn new(dir: &Path, partition: Partition) -> Out {
         let whole = Partition::default();
+        let e = Arc::new(Encoder::start());
         Out {
             strings: Strings::default(),
-            calls: Sink::new(dir, partition),
-            syscalls: Sink::new(dir, partition),
-            states: Sink::new(dir, partition),
-            links: Sink::new(dir, partition),
-            windows: Sink::new(dir, partition),
-            threads: Sink::new(dir, whole),
-            processes: Sink::new(dir, whole),
-            probes: Sink::new(dir, whole),
-            files: Sink::new(dir, whole),
+            calls: Sink::new(dir, partition, &e),
+            syscalls: Sink::new(dir, partition, &e),
+            states: Sink::new(dir, partition, &e),
+            links: Sink::new(dir, partition, &e),
+            windows: Sink::new(dir, partition, &e),
+            threads: Sink::new(dir, whole, &e),
+            processes: Sink::new(dir, whole, &e),
+            probes: Sink::new(dir, whole, &e),
+            files: Sink::new(dir, whole, &e),
             next_call: 1,
             conn_base: 0,
+            encoder: e,
         }
     }
 
@@ -195,15 +199,25 @@ impl Out {
         let mut rows = Vec::new();
         let mut files = Vec::new();
         macro_rules! close {
-            ($($t:ident),*) => {$(
-                self.$t.touch(s)?;
-                self.$t.close(s)?;
-                rows.push((self.$t.name(), self.$t.rows));
-                files.append(&mut self.$t.files);
-            )*};
+            ($($t:ident),*) => {
+                $(
+                    self.$t.touch(s)?;
+                    self.$t.close(s)?;
+                    rows.push((self.$t.name(), self.$t.rows));
+                    files.push(self.$t.files.clone());
+                )*
+                // The sinks' handles on the encoder go with them.
+                $(drop(self.$t);)*
+            };
         }
         close!(calls, syscalls, states, links, threads, processes, probes, files, windows);
-        Ok((rows, files))
+        let encoder = Arc::into_inner(self.encoder).expect("the sinks are gone");
+        encoder.finish()?;
+        let mut all: Vec<(PathBuf, u64)> = Vec::new();
+        for f in files {
+            all.append(&mut f.lock().unwrap());
+        }
+        Ok((rows, all))
     }
 }
 
