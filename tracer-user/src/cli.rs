@@ -323,6 +323,11 @@ fn parse_with_unit(s: &str) -> Result<Option<Duration>, String> {
         .map_err(|e| format!("invalid duration `{s}`: {e} (try 10s, 500ms, 2m)"))
 }
 
+/// `--partition host,date`.
+fn parse_partition(s: &str) -> Result<trace_parquet::Partition> {
+    trace_parquet::Partition::parse(s).map_err(anyhow::Error::msg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,9 +350,4 @@ mod tests {
         assert_eq!(parse_offset("0s").unwrap(), Duration::ZERO);
         assert_eq!(parse_offset("1.5s").unwrap(), Duration::from_millis(1500));
     }
-}
-
-/// `--partition host,date`.
-fn parse_partition(s: &str) -> Result<trace_parquet::Partition> {
-    trace_parquet::Partition::parse(s).map_err(anyhow::Error::msg)
 }

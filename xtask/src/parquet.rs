@@ -46,7 +46,8 @@ job = json.load(open(sys.argv[1]))
 t0 = time.time()
 from pyspark.sql import SparkSession
 spark = (SparkSession.builder.master("local[2]").appName("tracer-parquet-bench")
-         .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.memory", "2g")
          .getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
 started = time.time() - t0
