@@ -247,3 +247,71 @@ fn duckdb_over_the_parquet_of_a_recording_gives_the_summary() {
     );
     eprintln!("{checked} figures equal");
 }
+
+/// The fleet recipe of docs/sql.md on a real `tracer stat` file: converted with
+/// `--partition host,date`, its query gives the stat summary's calls and time per
+/// function, and the fixture's own count of requests.
+#[test]
+fn the_fleet_recipe_over_a_stat_file_gives_its_summary() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&ServerOptions {
+        workers: 2,
+        sleep_us: 500,
+        ..Default::default()
+    })
+    .unwrap();
+    let stat = dir.path().join("prod.stat");
+    let st = start_tracer(
+        "stat",
+        server.pid(),
+        &stat,
+        &["-u", "handle_request", "-i", "300ms"],
+    );
+    let report = load(server.port(), 8, 100, 1000, 2, Duration::from_secs(30));
+    assert_eq!(report.errors, 0);
+    stop_tracer(st);
+    let stats = server.stop().unwrap();
+
+    let fleet = dir.path().join("fleet");
+    tracer_ok(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "parquet".as_ref(),
+        "--partition".as_ref(),
+        "host,date".as_ref(),
+        stat.as_os_str(),
+        "-o".as_ref(),
+        fleet.as_os_str(),
+    ]);
+    let json = tracer_ok(&[
+        "summary".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        stat.as_os_str(),
+    ]);
+    let summary: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let blocks = sql_blocks();
+    let query = blocks["fleet: per function, every host and day (DuckDB)"].as_str();
+    let rows = duckdb(dir.path(), "", &[("fleet", query)].into_iter().collect());
+    let mut by_function: BTreeMap<String, (i128, i128)> = BTreeMap::new();
+    for r in &rows["fleet"] {
+        let f = by_function
+            .entry(r["function"].as_str().unwrap().to_string())
+            .or_default();
+        f.0 += num(&r["calls"]);
+        f.1 += num(&r["total_ns"]);
+    }
+    let functions = summary["functions"].as_array().unwrap();
+    assert_eq!(functions.len(), by_function.len());
+    for f in functions {
+        let name = f["name"].as_str().unwrap();
+        let (calls, total) = by_function[name];
+        assert_eq!(calls, num(&f["calls"]), "{name}: calls");
+        assert_eq!(total, num(&f["inclusive_ns"]), "{name}: time");
+    }
+    assert_eq!(
+        by_function["handle_request"].0,
+        stats.handle_request as i128
+    );
+}
