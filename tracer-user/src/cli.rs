@@ -33,6 +33,10 @@ pub enum Format {
     /// Folded stacks for flame graphs (flamegraph.pl, inferno, speedscope): NAME.folded,
     /// each thread's time by its probed functions, system call and state, in ns.
     Folded,
+    /// Parquet tables in a directory (calls, syscalls, states, links, threads,
+    /// processes, probes, files; stat files: windows) for DuckDB, DataFusion, Spark:
+    /// docs/parquet.md.
+    Parquet,
 }
 
 impl Format {
@@ -42,6 +46,7 @@ impl Format {
             Format::Paraver => "Paraver",
             Format::Chrome => "Chrome (Trace Event Format)",
             Format::Folded => "folded stacks",
+            Format::Parquet => "Parquet",
         }
     }
 }
@@ -106,8 +111,9 @@ pub enum Command {
         salvage: bool,
     },
     /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row), a
-    /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope) or
-    /// folded stacks for flame graphs (NAME.folded).
+    /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope),
+    /// folded stacks for flame graphs (NAME.folded) or Parquet tables (a directory,
+    /// NAME.parquet; trace and stat files of any hosts).
     Convert {
         /// Trace files (several processes or hosts merge into one trace).
         #[arg(required = true)]
@@ -116,9 +122,14 @@ pub enum Command {
         #[arg(long, value_enum)]
         to: Option<Format>,
         /// Output name; an extension of the format (.prv, .json, .folded) is not
-        /// doubled (default: the first file's name).
+        /// doubled (default: the first file's name). For Parquet, the directory (default:
+        /// the first file's name with .parquet).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Parquet: Hive-style directories for the big tables, by `host`, `date` (UTC day
+        /// of the row's start) or `host,date`.
+        #[arg(long, value_name = "KEYS", value_parser = parse_partition)]
+        partition: Option<trace_parquet::Partition>,
         /// Overwrite existing outputs.
         #[arg(short, long)]
         force: bool,
@@ -376,6 +387,11 @@ fn parse_with_unit(s: &str) -> Result<Option<Duration>, String> {
     humantime::parse_duration(&with_unit)
         .map(Some)
         .map_err(|e| format!("invalid duration `{s}`: {e} (try 10s, 500ms, 2m)"))
+}
+
+/// `--partition host,date`.
+fn parse_partition(s: &str) -> Result<trace_parquet::Partition> {
+    trace_parquet::Partition::parse(s).map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

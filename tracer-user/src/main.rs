@@ -111,10 +111,30 @@ fn run(cli: Cli) -> Result<()> {
             to,
             output,
             force,
+            partition,
             start,
             end,
             salvage,
-        } => convert(&files, to, output, force, (start, end), salvage).map_err(salvage_hint),
+        } => {
+            let parquet = matches!(to, Some(Format::Parquet))
+                || output
+                    .as_ref()
+                    .is_some_and(|o| o.extension() == Some("parquet".as_ref()));
+            if parquet {
+                if start.is_some() || end.is_some() {
+                    bail!("--start and --end apply to --to chrome and --to folded only");
+                }
+                if to.is_some_and(|t| t != Format::Parquet) {
+                    bail!("a .parquet output is Parquet tables but --to asks for another format");
+                }
+                let output = output.unwrap_or_else(|| files[0].with_extension("parquet"));
+                to_parquet(&files, &output, force, partition, salvage).map_err(salvage_hint)
+            } else if partition.is_some() {
+                bail!("--partition applies to --to parquet only")
+            } else {
+                convert(&files, to, output, force, (start, end), salvage).map_err(salvage_hint)
+            }
+        }
         Command::Summary { files, view } => {
             let opts = view.options()?;
             let summary = summarize(&files, &opts, view.salvage).map_err(salvage_hint)?;
@@ -186,7 +206,28 @@ fn convert(
             let report = trace_convert::chrome::convert(files, &with_ext(".json"), &opts)?;
             eprintln!("{report}");
         }
+        Format::Parquet => unreachable!("converted by to_parquet"),
     }
+    Ok(())
+}
+
+/// `tracer convert --to parquet`: tables in the directory `output`.
+fn to_parquet(
+    files: &[PathBuf],
+    output: &std::path::Path,
+    force: bool,
+    partition: Option<trace_parquet::Partition>,
+    salvage: bool,
+) -> Result<()> {
+    let opts = trace_parquet::Options {
+        force,
+        partition: partition.unwrap_or_default(),
+        merge: trace_merge::MergeOptions {
+            salvage,
+            ..Default::default()
+        },
+    };
+    eprintln!("{}", trace_parquet::convert(files, output, &opts)?);
     Ok(())
 }
 

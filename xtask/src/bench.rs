@@ -53,6 +53,10 @@ pub fn run(only: Option<&str>) -> Result<()> {
         println!("\n== converting a recording of the server: tracer convert vs perf script");
         convert_vs_perf_script(&tracer, &dir)?;
     }
+    if wanted("parquet") {
+        println!("\n== Parquet tables (tracer convert --to parquet): rate and size on the synthetic 5 M / 20 M records");
+        crate::parquet::bench(&dir)?;
+    }
     for (section, name, example, args) in [
         (
             "symbolizer",

@@ -6,6 +6,7 @@ mod containers;
 mod demo;
 mod fuzz;
 mod golden;
+mod parquet;
 mod setup;
 mod test;
 
@@ -22,7 +23,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Install the eBPF toolchain (pinned nightly, rust-src, bpf-linker), the tests' Debian
-    /// packages, podman and its base image (the container tests), and mount tracefs.
+    /// packages and Python environment (target/venv: DuckDB), podman and its base image (the
+    /// container tests), and mount tracefs.
     Setup,
     /// Build the eBPF programs and the `tracer` binary (release).
     Build,
@@ -36,7 +38,7 @@ enum Task {
     Demo,
     /// Measure overheads and throughputs side by side.
     Bench {
-        /// Run one section only: server, stat, probe, rate, convert, symbolizer, merge.
+        /// Run one section only: server, stat, probe, rate, convert, parquet, symbolizer, merge.
         #[arg(long)]
         only: Option<String>,
     },

@@ -52,16 +52,18 @@ pub fn run() -> Result<()> {
     ensure_commands(DEBIAN)?;
     install_nightly()?;
     install_bpf_linker()?;
+    ensure_venv(&venv_dir(), TEST_PYTHON)?;
     mount_tracefs();
     crate::containers::ensure()
 }
 
 /// What the tests and the demo use beyond the build (the Debian packages of the fixtures
-/// and checks, tracefs) and the toolchain, each only when missing: a second run costs
+/// and checks, the Python environment, tracefs) and the toolchain, each only when missing: a second run costs
 /// nothing. The container tests' needs are [`crate::containers::ensure`]'s.
 pub fn ensure() -> Result<()> {
     ensure_commands(DEBIAN)?;
     ensure_toolchain()?;
+    ensure_venv(&venv_dir(), TEST_PYTHON)?;
     mount_tracefs();
     Ok(())
 }
@@ -75,6 +77,61 @@ pub fn ensure_toolchain() -> Result<()> {
         install_bpf_linker()?;
     }
     Ok(())
+}
+
+/// Python packages the tests use, pinned: DuckDB runs the SQL of docs/sql.md over the
+/// Parquet tables (tests/tests/parquet.rs).
+pub const TEST_PYTHON: &[&str] = &["duckdb==1.4.4"];
+
+/// The tests' Python environment (its `bin/python`), under `target/` so the project owns
+/// it; the tests find it there.
+pub fn venv_dir() -> PathBuf {
+    workspace().join("target/venv")
+}
+
+/// Creates the virtual environment `dir` with Debian's python3 and pip-installs
+/// `packages` into it, once: a stamp naming the packages makes a second run cost nothing.
+/// Returns its python.
+pub fn ensure_venv(dir: &Path, packages: &[&str]) -> Result<PathBuf> {
+    let python = dir.join("bin/python");
+    let stamp = dir.join(format!(".installed-{}", packages.join("+")));
+    if stamp.exists() && python.exists() {
+        return Ok(python);
+    }
+    ensure_commands(&[
+        ("python3", "python3"),
+        (
+            "/usr/lib/python3.11/ensurepip/__init__.py",
+            "python3.11-venv",
+        ),
+    ])?;
+    let started = std::time::Instant::now();
+    eprintln!(
+        "xtask: creating {} with {}",
+        dir.display(),
+        packages.join(" ")
+    );
+    if !python.exists() {
+        status(Command::new("python3").arg("-m").arg("venv").arg(dir))?;
+    }
+    status(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages),
+    )?;
+    std::fs::write(&stamp, b"")?;
+    eprintln!(
+        "xtask: {} ready in {:.1} s",
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(python)
 }
 
 /// Debian packages the tests and the demo use, as (a command it provides, package):
