@@ -20,6 +20,10 @@ use crate::{
 /// The probes of one process: (function id, CLOCK_MONOTONIC span of their attachment).
 type Attached = Vec<(u32, u64, u64)>;
 
+/// How many exited processes' probes are remembered for the children whose creation is
+/// drained after their exit: far more than one drain's worth of exits.
+const GONE: usize = 4096;
+
 /// See the module's documentation.
 pub struct Probes {
     resolved: Vec<Resolved>,
@@ -31,6 +35,9 @@ pub struct Probes {
     /// inherit.
     per_process: std::collections::HashSet<usize>,
     by_process: HashMap<u32, Attached>,
+    /// The probes of the processes that exited last: the rings are drained one CPU after
+    /// another, so a process's exit can be read before the creation of a child it made.
+    gone: std::collections::VecDeque<(u32, Attached)>,
     /// Processes that got probes after they had started (calls before were not seen).
     pub late: u64,
     /// Processes forked while their parent's probes were being attached: whether they
@@ -58,6 +65,7 @@ impl Probes {
             everywhere: Default::default(),
             per_process: Default::default(),
             by_process: HashMap::new(),
+            gone: Default::default(),
             late: 0,
             uncertain: 0,
             second_hand: 0,
@@ -160,13 +168,18 @@ impl Probes {
             self.second_hand += 1;
             return Ok(());
         };
-        let Some(parent) = self.by_process.get(&parent) else {
+        let known = (self.by_process.get(&parent))
+            .or_else(|| self.gone.iter().rev().find(|g| g.0 == parent).map(|g| &g.1));
+        let Some(parent) = known.cloned() else {
+            // Its parent had no probes of its own to give (its creation was not known
+            // either): whatever this one has, it has second hand.
+            self.second_hand += 1;
             return Ok(());
         };
         let mut inherited = Attached::new();
         let mut missing = Vec::new();
         let mut uncertain = false;
-        for &(id, start, end) in parent {
+        for &(id, start, end) in &parent {
             if self.per_process.contains(&(id as usize - 1)) {
                 missing.push(id);
             } else if fork.ts > end {
@@ -178,8 +191,12 @@ impl Probes {
             }
         }
         self.uncertain += uncertain as u64;
-        // Inherited entries carry no attachment span.
-        self.second_hand += parent.iter().any(|&(_, s, e)| (s, e) == (0, 0)) as u64;
+        // Inherited entries carry no attachment span; machine-wide ones are no one's
+        // inheritance.
+        let everywhere = &self.everywhere;
+        self.second_hand += (parent.iter())
+            .any(|&(id, s, e)| (s, e) == (0, 0) && !everywhere.contains(&(id as usize - 1)))
+            as u64;
         self.by_process.insert(fork.child, inherited);
         if !missing.is_empty() {
             self.late += 1;
@@ -218,7 +235,12 @@ impl Probes {
 
     /// Forgets a process that exited.
     pub fn exited(&mut self, pid: u32) {
-        self.by_process.remove(&pid);
+        if let Some(had) = self.by_process.remove(&pid) {
+            if self.gone.len() == GONE {
+                self.gone.pop_front();
+            }
+            self.gone.push_back((pid, had));
+        }
     }
 }
 

@@ -277,10 +277,10 @@ impl Run<'_> {
     fn follow_tree(&mut self) -> Result<()> {
         let changes = self.tree.take_changes();
         for fork in &changes.forks {
-            match fork.parent {
-                Some(_) => self.s.probes.adopt(&mut self.s.kernel, fork)?,
+            match fork.newcomer {
+                false => self.s.probes.adopt(&mut self.s.kernel, fork)?,
                 // It entered the traced cgroup: the probes of what it runs.
-                None => self
+                true => self
                     .s
                     .probes
                     .adopt_newcomer(&mut self.s.kernel, fork.child)?,

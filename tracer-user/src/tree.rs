@@ -11,9 +11,12 @@ use trace_file::{Event, ThreadInfo};
 pub struct Fork {
     /// CLOCK_MONOTONIC of its creation.
     pub ts: u64,
-    /// The process that created it, if its thread was known; None for a process that
-    /// entered a traced cgroup (its record is its own).
+    /// The process that created it, if its thread was known (its own creation can be
+    /// drained after this one's: the rings are read one CPU after another).
     pub parent: Option<u32>,
+    /// It was not created by a traced process: it entered a traced cgroup (its record is
+    /// its own).
+    pub newcomer: bool,
     pub child: u32,
 }
 
@@ -72,7 +75,8 @@ impl Tree {
                 child_tgid,
                 ..
             } => {
-                let parent = match tid == child_tid {
+                let newcomer = tid == child_tid;
+                let parent = match newcomer {
                     true => None,
                     false => self.tgid_of.get(&tid).copied(),
                 };
@@ -86,6 +90,7 @@ impl Tree {
                     self.forks.push(Fork {
                         ts,
                         parent,
+                        newcomer,
                         child: child_tgid,
                     });
                     if self.early_group_exits.remove(&child_tgid) {

@@ -17,7 +17,7 @@ pub fn run(extra: &[String]) -> Result<()> {
     let tracer = crate::build::run()?;
     status(
         Command::new("cargo")
-            .args(["test", "--release", "--workspace"])
+            .args(["test", "--release", "--workspace", "--no-fail-fast"])
             .args(extra)
             .current_dir(workspace())
             .env("TRACER_BIN", tracer)
