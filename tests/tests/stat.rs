@@ -450,8 +450,16 @@ fn counts_are_exact_at_any_sampling_and_sampled_latencies_agree_with_exact_ones(
             (n.to_string(), start_stat_with(server.pid(), &out, &extra))
         })
         .collect();
+    // And a budget: at most 100 timed calls a second of each function.
+    let budget_out = dir.path().join("budget.stat");
+    let mut extra = vec!["--time-budget", "100"];
+    extra.extend(probes);
+    let budget_start = std::time::Instant::now();
+    let budget = start_stat_with(server.pid(), &budget_out, &extra);
     let report = load(server.port(), 8, 150, 256, 4, Duration::from_secs(60));
     let stats = server.stats().unwrap();
+    stop_tracer(budget);
+    let elapsed = budget_start.elapsed();
     let mut summaries = Vec::new();
     for (n, child) in runs {
         stop_tracer(child);
@@ -471,6 +479,24 @@ fn counts_are_exact_at_any_sampling_and_sampled_latencies_agree_with_exact_ones(
         );
         summaries.push(s);
     }
+    {
+        let f = read(&budget_out);
+        assert_eq!(calls(&f, 1), stats.handle_request, "--time-budget");
+        let s = trace_summary::summarize(std::slice::from_ref(&budget_out)).unwrap();
+        let timed = s.function("handle_request").unwrap().timed_calls;
+        // The programs' allowance: 100 a second shared by the CPUs, in windows of 2^28
+        // ns, at least one per CPU and window; a window begun counts whole.
+        let cpus = f.header.cpus as u64;
+        let allowance = (100u64 << 28) / (1_000_000_000 * cpus);
+        let windows = (elapsed.as_nanos() as u64 >> 28) + 2;
+        let bound = allowance.max(1) * cpus * windows;
+        assert!(
+            (1..=bound).contains(&timed) && timed < stats.handle_request,
+            "--time-budget 100: {timed} timed of {} calls in {elapsed:?} (at most {bound})",
+            stats.handle_request
+        );
+        summaries.push(s);
+    }
     server.stop().unwrap();
     assert_eq!(report.errors, 0);
     let exact = summaries[0].function("handle_request").unwrap().clone();
@@ -478,10 +504,14 @@ fn counts_are_exact_at_any_sampling_and_sampled_latencies_agree_with_exact_ones(
     for s in &summaries[1..] {
         let f = s.function("handle_request").unwrap();
         assert!(f.estimated);
+        let bucket = |ns: u64| 63 - ns.max(1).leading_zeros();
         assert_eq!(
-            f.p50_ns, exact.p50_ns,
-            "p50 of {} timed calls",
-            f.timed_calls
+            bucket(f.p50_ns),
+            bucket(exact.p50_ns),
+            "p50 {} of {} timed calls, exact {}",
+            f.p50_ns,
+            f.timed_calls,
+            exact.p50_ns
         );
         let ratio = f.p99_ns as f64 / exact.p99_ns as f64;
         assert!(

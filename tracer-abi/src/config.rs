@@ -118,9 +118,15 @@ pub struct Config {
     pub time_every: u32,
     /// 1: only the system calls set in map `SYSCALLS` are traced (`--syscalls`).
     pub syscall_filter: u32,
-    /// Zero: the padding, explicit.
-    pub _pad: u32,
+    /// Counting mode with uprobe sessions and `--time-budget`: at most this many calls of
+    /// each function timed per CPU in each window of 2^[`BUDGET_WINDOW_SHIFT`] ns, spread
+    /// over the window by the last one's rate (0: `time_every` decides).
+    pub time_budget: u32,
 }
+
+/// log2 of the length in ns of a `--time-budget` window (268 ms): short enough for the
+/// timed calls to follow a changing rate, long enough for a few per window.
+pub const BUDGET_WINDOW_SHIFT: u32 = 28;
 
 impl Config {
     /// Every event to the ring buffers: `tracer record`.
@@ -132,7 +138,7 @@ impl Config {
         cgroup: 0,
         time_every: 1,
         syscall_filter: 0,
-        _pad: 0,
+        time_budget: 0,
     };
 }
 

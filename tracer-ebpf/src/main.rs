@@ -372,7 +372,8 @@ mod programs {
             return 1;
         }
         let c = config();
-        let chosen = stat::session_entry(tid, func, c.time_every, c.sample_every);
+        let t = now();
+        let chosen = stat::session_entry(tid, func, t, &c);
         if chosen.recorded {
             emit(FuncEntry {
                 h: header(tid, kind::FUNC_ENTRY),
@@ -384,7 +385,7 @@ mod programs {
             return 1;
         }
         // SAFETY: the session's cookie, read back by this call's return.
-        unsafe { *stamp = now() };
+        unsafe { *stamp = t };
         0
     }
 

@@ -97,6 +97,11 @@ pub enum Command {
         /// probe per call.
         #[arg(long, conflicts_with = "time_every")]
         exact_latency: bool,
+        /// Count every call, time at most K calls per second of each function, spread
+        /// over its calls as their rate goes (instead of --time-every): a bounded cost
+        /// whatever the load.
+        #[arg(long, value_name = "K", conflicts_with_all = ["time_every", "exact_latency"], value_parser = clap::value_parser!(u32).range(1..))]
+        time_budget: Option<u32>,
         /// Attach programs that do nothing (benchmarks: the kernel's own cost).
         #[arg(long, hide = true)]
         empty_probes: bool,

@@ -90,6 +90,7 @@ fn run(cli: Cli) -> Result<()> {
             sample,
             time_every,
             exact_latency,
+            time_budget,
             empty_probes,
         } => {
             let output = output.unwrap_or_else(|| "tracer.stat".into());
@@ -97,6 +98,7 @@ fn run(cli: Cli) -> Result<()> {
                 interval,
                 sample_every: sample,
                 time_every: if exact_latency { 1 } else { time_every },
+                time_budget,
                 states: true,
             };
             let opts = target.options(output, Some(stat), empty_probes)?;

@@ -106,7 +106,8 @@ impl Session {
             time_every: opts.stat.map_or(1, |s| s.time_every),
             // Without system calls but with a cgroup, sys_enter only finds newcomers.
             syscall_filter: (opts.syscalls.is_some() || !opts.events.syscalls) as u32,
-            _pad: 0,
+            time_budget: (opts.stat.and_then(|s| s.time_budget))
+                .map_or(0, |k| budget_allowance(k, cpus)),
         };
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
         if let Some(cg) = &cgroup {
@@ -275,4 +276,12 @@ fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
+}
+
+/// `--time-budget K` (timed calls per second and function, on the whole machine) as the
+/// programs' allowance per CPU and window; at least one.
+fn budget_allowance(per_second: u32, cpus: u32) -> u32 {
+    let window_ns = 1u64 << tracer_abi::BUDGET_WINDOW_SHIFT;
+    let per_cpu = per_second as u64 * window_ns / (1_000_000_000 * cpus.max(1) as u64);
+    per_cpu.clamp(1, u32::MAX as u64) as u32
 }
