@@ -23,7 +23,7 @@ const CONVERT_LOAD_SECS: u64 = 36;
 const CONVERT_MIN_EVENTS: u64 = 20_000_000;
 
 pub fn run(only: Option<&str>) -> Result<()> {
-    let wanted = |section: &str| only.is_none_or(|o| o == section);
+    let wanted = |section: &str| only.is_none_or(|o| o.split(',').any(|s| s == section));
     crate::setup::ensure()?;
     let tracer = crate::build::run()?;
     ensure_perf()?;

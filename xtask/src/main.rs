@@ -38,7 +38,8 @@ enum Task {
     Demo,
     /// Measure overheads and throughputs side by side.
     Bench {
-        /// Run one section only: server, stat, probe, rate, convert, parquet, symbolizer, merge.
+        /// Run some sections only (comma-separated): server, stat, classes, probe, rate, convert,
+        /// parquet, symbolizer, merge.
         #[arg(long)]
         only: Option<String>,
     },
