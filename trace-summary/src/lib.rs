@@ -402,7 +402,8 @@ pub struct FunctionStats {
     /// `calls / timed_calls`, the percentiles and mean those of the timed calls.
     pub timed_calls: u64,
     /// With estimates, the 95% confidence interval of `p50_ns` (order statistics of the
-    /// timed calls), ns.
+    /// timed calls), ns; an upper bound of `u64::MAX` when the timed calls are too few to
+    /// bound it.
     pub p50_ci_ns: Option<[u64; 2]>,
     /// The same for `p99_ns`.
     pub p99_ci_ns: Option<[u64; 2]>,

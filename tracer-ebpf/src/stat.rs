@@ -348,6 +348,9 @@ pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
 /// never charged. Timestamps alone put all that in the running time, more than schedstat
 /// says (docs/performance.md). That time goes to the state the thread switched to, in
 /// which it already was, so states still add up to the wall time.
+/// How far the kernel's charge for a run may exceed the time between its switch stamps.
+const EXEC_SLACK_NS: u64 = 100_000;
+
 #[inline(always)]
 fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) -> u32 {
     // SAFETY: our own map's value; a thread's switches and wakeups are serialized by the
@@ -356,8 +359,17 @@ fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) ->
         let (old_state, since, old_cpu, old_base) =
             ((*t).state, (*t).since, (*t).cpu, (*t).exec_base);
         let mut spent = now.saturating_sub(since);
-        if old_state == tstate::RUNNING && old_base != 0 && exec >= old_base {
-            spent = spent.min(exec - old_base);
+        // The kernel's charge, unless it is not this run's (a base from /proc at attach
+        // that is stale by more than the slack). It can exceed the time between our two
+        // switch stamps: the kernel starts charging when it picks the thread, a moment
+        // before the switch-in's tracepoint, and taking the smaller of the two loses
+        // that moment at every switch, which adds up when switches are many.
+        if old_state == tstate::RUNNING
+            && old_base != 0
+            && exec >= old_base
+            && exec - old_base <= spent + EXEC_SLACK_NS
+        {
+            spent = exec - old_base;
         }
         // The index is masked into range; black_box keeps the mask, which LLVM would drop
         // where the caller has compared the state (the verifier cannot see why).
