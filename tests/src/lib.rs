@@ -6,9 +6,11 @@
 //!
 //! Pids and tids are `u32` throughout, like [`std::process::Child::id`].
 
+mod containers;
 mod env;
 mod fixtures;
 mod load;
+mod piped;
 mod procfs;
 mod runclock;
 mod server;
@@ -16,9 +18,11 @@ mod syscalls;
 mod tracer;
 mod traces;
 
+pub use containers::*;
 pub use env::*;
 pub use fixtures::*;
 pub use load::*;
+pub use piped::*;
 pub use procfs::*;
 pub use runclock::*;
 pub use server::*;

@@ -52,6 +52,13 @@ pub fn threads(pid: u32) -> Vec<(u32, String)> {
     out
 }
 
+/// A process's resident memory (VmRSS of /proc/PID/status), KiB; `None` once it is gone.
+pub fn vm_rss_kib(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Time the hypervisor took from this machine's CPUs (all of them), from /proc/stat.
 ///
 /// The kernel's per-thread run time (schedstat) leaves stolen time out, while a tracer's

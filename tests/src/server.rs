@@ -113,7 +113,10 @@ impl Default for ServerOptions {
 
 /// A running fixture server. Killed (SIGKILL) on drop if still running.
 pub struct Server {
+    /// The server, or what launched it (`podman run`).
     child: Child,
+    /// The server's pid, as this process sees it.
+    pid: u32,
     port: u16,
     data: PathBuf,
     /// Lines of the server's stdout, read by a background thread.
@@ -131,9 +134,36 @@ struct Seen {
     stats: VecDeque<Stats>,
 }
 
+/// A way to run the server other than as a child of the test: in a container
+/// (`tests/src/containers.rs`).
+pub trait Launcher {
+    /// The command that runs `direct` (the server's own command line) the launcher's way.
+    fn command(&self, direct: Command) -> Command;
+    /// The server's pid as the test sees it, once it listens (`child` runs the command).
+    fn pid(&self, child: &Child) -> Result<u32>;
+}
+
+/// The server as a child of the test.
+struct Direct;
+
+impl Launcher for Direct {
+    fn command(&self, direct: Command) -> Command {
+        direct
+    }
+
+    fn pid(&self, child: &Child) -> Result<u32> {
+        Ok(child.id())
+    }
+}
+
 impl Server {
     /// Builds (if needed) and starts the server, and waits until it listens.
     pub fn start(opts: &ServerOptions) -> Result<Server> {
+        Server::start_via(opts, &Direct)
+    }
+
+    /// [`Server::start`] through `launcher`.
+    pub fn start_via(opts: &ServerOptions, launcher: &dyn Launcher) -> Result<Server> {
         let bin = match (opts.go, opts.processes) {
             (true, _) => build_go_fixture("goworker"),
             (false, Some(_)) => build_fixture("prefork"),
@@ -180,7 +210,8 @@ impl Server {
                 }
             }
         }
-        let mut child = cmd
+        let mut child = launcher
+            .command(cmd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -203,20 +234,24 @@ impl Server {
 
         let mut server = Server {
             child,
+            pid: 0,
             port: 0,
             data,
             lines: Mutex::new(rx),
             seen: Mutex::default(),
             _tmp: tmp,
         };
-        let line = server.next_line(Duration::from_secs(10), |l| l.starts_with("PORT "))?;
+        // Generous: a container's start on a loaded machine takes seconds; a server that
+        // fails exits, which ends the wait at once.
+        let line = server.next_line(Duration::from_secs(60), |l| l.starts_with("PORT "))?;
         server.port = line[5..].trim().parse().context("bad PORT line")?;
+        server.pid = launcher.pid(&server.child)?;
         Ok(server)
     }
 
     /// The server's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid
     }
 
     /// The TCP port it listens on (127.0.0.1).
@@ -241,7 +276,8 @@ impl Server {
     /// Stops the server with SIGTERM and returns its final counters.
     pub fn stop(mut self) -> Result<Stats> {
         send_signal(self.pid(), libc::SIGTERM)?;
-        self.wait_exit(Duration::from_secs(5))
+        // Generous: a container's removal after the server exits takes seconds when loaded.
+        self.wait_exit(Duration::from_secs(30))
     }
 
     /// Waits for the server to exit by itself (`--max-requests`) and returns

@@ -33,8 +33,39 @@ pub fn start_tracer_on(
     extra: &[&str],
     file: impl Fn() -> Option<PathBuf>,
 ) -> Child {
+    start(subcommand, true, target, out, extra, file)
+}
+
+/// [`start_tracer_writing`] without `--quiet`: the tracer reports what it did on stderr
+/// when it stops.
+pub fn start_tracer_saying(
+    subcommand: &str,
+    pid: u32,
+    out: &Path,
+    extra: &[&str],
+    file: impl Fn() -> Option<PathBuf>,
+) -> Child {
+    start(
+        subcommand,
+        false,
+        &["--pid", &pid.to_string()],
+        out,
+        extra,
+        file,
+    )
+}
+
+fn start(
+    subcommand: &str,
+    quiet: bool,
+    target: &[&str],
+    out: &Path,
+    extra: &[&str],
+    file: impl Fn() -> Option<PathBuf>,
+) -> Child {
     let mut child = Command::new(tracer_bin())
-        .args([subcommand, "--quiet"])
+        .arg(subcommand)
+        .args(quiet.then_some("--quiet"))
         .args(target)
         .arg("-o")
         .arg(out)
@@ -108,6 +139,20 @@ pub fn stop_tracer(child: Child) -> std::process::Output {
     // SAFETY: signalling a child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().expect("tracer vanished");
+    assert!(
+        out.status.success(),
+        "tracer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// [`stop_tracer`] with a bound: panics if the tracer has not exited `timeout` after
+/// SIGINT (a hang), or failed.
+pub fn stop_tracer_within(child: Child, timeout: Duration) -> std::process::Output {
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = wait_output(child, timeout);
     assert!(
         out.status.success(),
         "tracer failed: {}",

@@ -71,7 +71,12 @@ fn a_pre_forking_server_is_traced_whole_by_its_masters_pid() {
             _ => None,
         })
         .collect();
-    assert!(callers.len() >= 3 + 6, "{} workers called", callers.len());
+    // How the requests spread over the workers is the scheduler's: at least one of the
+    // first and six of the new ones (a worker is replaced once it served its share).
+    assert!(
+        callers.difference(&created).count() >= 1,
+        "no worker of the start called"
+    );
     assert!(
         callers.intersection(&created).count() >= 6,
         "workers created while recording were not probed"

@@ -11,7 +11,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::render::{Cell, Table};
-use crate::{By, Error, Format, Summary, SummaryOptions};
+use crate::{By, Error, ErrorRule, Format, Summary, SummaryOptions};
 
 /// The figures of one element in one run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -19,6 +19,10 @@ pub struct DiffFigures {
     /// Calls (functions, system calls, call-graph edges), system calls (threads),
     /// connections accepted (connections).
     pub count: u64,
+    /// Errors among them: function calls that are errors by the rule in effect, system
+    /// calls that returned -errno (threads: their system calls'); 0 for connections and
+    /// call-graph edges.
+    pub errors: u64,
     /// Mean duration.
     pub mean_ns: u64,
     /// 0 where there is no distribution (threads, call-graph edges).
@@ -62,7 +66,7 @@ pub struct DiffRow {
 /// Sort keys of a diff; the first is the default.
 const KEYS: &[&str] = &["total", "self", "mean", "p99", "calls", "count", "name"];
 
-fn figures(s: &Summary, by: By) -> BTreeMap<String, DiffFigures> {
+fn figures(s: &Summary, by: By, rule: ErrorRule) -> BTreeMap<String, DiffFigures> {
     let mut m: BTreeMap<String, DiffFigures> = BTreeMap::new();
     let t = &s.total;
     match by {
@@ -79,6 +83,7 @@ fn figures(s: &Summary, by: By) -> BTreeMap<String, DiffFigures> {
                     k,
                     DiffFigures {
                         count: f.calls,
+                        errors: f.errors_for(rule),
                         mean_ns: f.mean_ns,
                         p99_ns: f.p99_ns,
                         total_ns: f.inclusive_ns,
@@ -93,6 +98,7 @@ fn figures(s: &Summary, by: By) -> BTreeMap<String, DiffFigures> {
                     x.name.clone(),
                     DiffFigures {
                         count: x.calls,
+                        errors: x.errors,
                         mean_ns: x.mean_ns,
                         p99_ns: x.p99_ns,
                         total_ns: x.total_ns,
@@ -106,6 +112,7 @@ fn figures(s: &Summary, by: By) -> BTreeMap<String, DiffFigures> {
             for th in &t.threads {
                 let e = m.entry(format!("{}/{}", th.process, th.name)).or_default();
                 e.count = crate::sum([e.count, th.syscalls]);
+                e.errors = crate::sum([e.errors, th.syscall_errors]);
                 e.total_ns = crate::sum([e.total_ns, th.running_ns]);
             }
         }
@@ -115,6 +122,7 @@ fn figures(s: &Summary, by: By) -> BTreeMap<String, DiffFigures> {
                 "connections".into(),
                 DiffFigures {
                     count: c.accepted,
+                    errors: 0,
                     mean_ns: c.service_mean_ns,
                     p99_ns: c.service_p99_ns,
                     total_ns: c.service_total_ns,
@@ -128,6 +136,7 @@ fn figures(s: &Summary, by: By) -> BTreeMap<String, DiffFigures> {
                     format!("{} -> {}", e.caller, e.callee),
                     DiffFigures {
                         count: e.calls,
+                        errors: 0,
                         mean_ns: e.mean_ns,
                         p99_ns: 0,
                         total_ns: e.total_ns,
@@ -164,8 +173,9 @@ pub fn diff_rows(a: &Summary, b: &Summary, opts: &SummaryOptions) -> Result<Vec<
             ))
         })?,
     };
-    let fa = figures(a, opts.by);
-    let fb = figures(b, opts.by);
+    let rule = opts.thresholds.error_if;
+    let fa = figures(a, opts.by, rule);
+    let fb = figures(b, opts.by, rule);
     let mut names: Vec<&String> = fa.keys().chain(fb.keys()).collect();
     names.sort();
     names.dedup();
@@ -223,13 +233,19 @@ struct DiffDoc<'a> {
 /// Version of the JSON document written by [`diff`].
 pub const DIFF_SCHEMA: &str = "tracer-diff/1";
 
-/// Writes `tracer diff A B` for `opts.by` in `opts.format`.
+/// Writes `tracer diff A B` for `opts.by` in `opts.format` (table, JSON or CSV: a diff's
+/// JUnit report is its gate's, [`crate::gate::write_junit`]).
 pub fn diff(
     a: &Summary,
     b: &Summary,
     opts: &SummaryOptions,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
+    if opts.format == Format::Junit {
+        return Err(Error::Option(
+            "a diff in JUnit is the verdicts of its gate: give --fail-if conditions".into(),
+        ));
+    }
     let rows = diff_rows(a, b, opts)?;
     if opts.format == Format::Json {
         fn files(s: &Summary) -> Vec<&str> {

@@ -14,7 +14,8 @@
 //! [`SummarizeOptions::max_connections`] only; every connection counts in the aggregates.
 //!
 //! [`render`] writes a summary as an aligned terminal table, JSON (schema in
-//! `docs/summary-json.md`) or CSV; [`diff`] compares two summaries element by element;
+//! `docs/summary-json.md`), CSV or JUnit; [`diff`] compares two summaries element by element
+//! and [`gate`] turns that comparison into pass or fail (`tracer diff --fail-if`);
 //! [`units`] has the human units of the tables, for other tools to show the same.
 //!
 //! ```no_run
@@ -31,7 +32,9 @@
 
 mod acc;
 mod diff;
+pub mod gate;
 mod hist;
+mod junit;
 mod render;
 pub mod stacks;
 mod stat;
@@ -127,6 +130,9 @@ pub enum Format {
     Json,
     /// Comma-separated values with raw numbers (ns, bytes), one header line.
     Csv,
+    /// JUnit XML for CI: the hot-spot flags of a summary (a failing test case per flagged
+    /// element), the verdicts of a diff's gate conditions ([`gate`]).
+    Junit,
 }
 
 impl FromStr for Format {
@@ -136,9 +142,10 @@ impl FromStr for Format {
             "table" | "text" => Format::Table,
             "json" => Format::Json,
             "csv" => Format::Csv,
+            "junit" | "junit-xml" => Format::Junit,
             _ => {
                 return Err(Error::Option(format!(
-                    "unknown format {s:?} (expected table, json or csv)"
+                    "unknown format {s:?} (expected table, json, csv or junit)"
                 )))
             }
         })
@@ -396,7 +403,8 @@ pub struct FunctionStats {
     /// `calls / timed_calls`, the percentiles and mean those of the timed calls.
     pub timed_calls: u64,
     /// With estimates, the 95% confidence interval of `p50_ns` (order statistics of the
-    /// timed calls), ns.
+    /// timed calls), ns; an upper bound of `u64::MAX` when the timed calls are too few to
+    /// bound it.
     pub p50_ci_ns: Option<[u64; 2]>,
     /// The same for `p99_ns`.
     pub p99_ci_ns: Option<[u64; 2]>,

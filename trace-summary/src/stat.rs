@@ -144,8 +144,12 @@ pub fn summarize_stat(inputs: &[PathBuf], salvage: bool) -> Result<Summary, Erro
     summary.total = total.section(None);
     for f in (summary.total.functions.iter()).filter(|f| f.timed_calls < f.calls) {
         let [lo, hi] = f.p99_ci_ns.unwrap_or_default();
+        let hi = match hi {
+            u64::MAX => "unbounded: too few timed calls".to_string(),
+            hi => format!("{hi} ns"),
+        };
         summary.notes.push(format!(
-            "{}: time, errors and latencies estimated from {} timed calls of {} (p99 {} ns, 95% interval {lo}..{hi} ns)",
+            "{}: time, errors and latencies estimated from {} timed calls of {} (p99 {} ns, 95% interval {lo} ns..{hi})",
             f.name, f.timed_calls, f.calls, f.p99_ns
         ));
     }
@@ -332,12 +336,23 @@ fn estimate(s: &mut FunctionStats) {
     s.errors_negative = scale(s.errors_negative);
     s.errors_nonzero = scale(s.errors_nonzero);
     s.errors = scale(s.errors);
-    // Ranks within 1.96 standard deviations of the binomial around q n.
+    // Order statistics: the ranks within 1.96 standard deviations of the binomial around
+    // q n. A rank past the last timed call means the sample cannot bound the quantile
+    // from above (a p99 from fewer than about 300 calls): unbounded, u64::MAX.
     let ci = |q: f64| {
-        let half = 1.96 * (q * (1.0 - q) / n as f64).sqrt();
+        let n = n as f64;
+        let sd = (n * q * (1.0 - q)).sqrt();
+        let (lo, hi) = (
+            (n * q - 1.96 * sd).floor(),
+            (n * q + 1.96 * sd).ceil() + 1.0,
+        );
         [
-            s.hist.quantile((q - half).max(0.0)),
-            s.hist.quantile((q + half).min(1.0)),
+            if lo < 1.0 { 0 } else { s.hist.quantile(lo / n) },
+            if hi > n {
+                u64::MAX
+            } else {
+                s.hist.quantile(hi / n)
+            },
         ]
     };
     s.p50_ci_ns = Some(ci(0.5));
@@ -405,4 +420,40 @@ fn estimate_from_samples(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampled(timed: u64, calls: u64) -> FunctionStats {
+        let mut s = FunctionStats {
+            calls,
+            timed_calls: timed,
+            ..Default::default()
+        };
+        for i in 0..timed {
+            s.hist.record(1_000 + i * 1_000);
+        }
+        estimate(&mut s);
+        s
+    }
+
+    #[test]
+    fn a_p99_from_few_calls_has_no_upper_bound_and_many_calls_bound_it() {
+        let few = sampled(20, 1_280);
+        assert!(few.estimated);
+        let [lo, hi] = few.p99_ci_ns.unwrap();
+        assert_eq!(hi, u64::MAX);
+        assert!(lo > 0 && lo <= few.hist.quantile(0.99));
+        let [lo, hi] = few.p50_ci_ns.unwrap();
+        assert!(lo < hi && hi < u64::MAX);
+
+        let many = sampled(5_000, 320_000);
+        let [lo, hi] = many.p99_ci_ns.unwrap();
+        assert!(lo <= many.hist.quantile(0.99) && many.hist.quantile(0.99) <= hi);
+        assert!(hi < u64::MAX);
+        // Every call timed: nothing estimated.
+        assert!(!sampled(100, 100).estimated);
+    }
 }

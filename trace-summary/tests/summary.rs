@@ -502,7 +502,84 @@ fn diff_puts_the_slower_handler_on_top() {
                 assert!(second.contains(",20000000,"), "{second}");
             }
             Format::Table => assert!(text.contains("+20.0ms"), "{text}"),
+            Format::Junit => unreachable!(),
         }
+    }
+    let junit = SummaryOptions {
+        format: Format::Junit,
+        ..SummaryOptions::default()
+    };
+    assert!(diff(&a, &b, &junit, &mut Vec::new()).is_err());
+}
+
+/// `tracer diff --fail-if`: the slower handler breaks its gate, the unchanged function
+/// passes, and the JUnit report says so case by case.
+#[test]
+fn a_gate_fails_on_the_slower_handler_only() {
+    use trace_summary::gate::{check, failure_line, write_junit, Condition};
+    let a = summary_of(&sleeper(10_000));
+    let b = summary_of(&sleeper(30_000));
+    let conditions: Vec<Condition> = [
+        "handle_request.mean > +10%",
+        "handle_request.total > +15ms",
+        "handle_request.p99 > 25ms",
+        "handle_request.calls < -5%",
+        "other.mean > +10%",
+        "other.errors > 0",
+    ]
+    .iter()
+    .map(|c| c.parse().unwrap())
+    .collect();
+    let opts = SummaryOptions {
+        top: Some(1),
+        ..SummaryOptions::default()
+    };
+    let verdicts = check(&a, &b, &opts, &conditions).unwrap();
+    let failed: Vec<bool> = verdicts.iter().map(|v| v.fails()).collect();
+    // The cut to --top 1 does not hide `other` from the gate.
+    assert_eq!(failed, [true, true, true, false, false, false]);
+    let line = failure_line(&verdicts[0]);
+    assert!(
+        line.starts_with("gate failed: handle_request.mean > +10%: mean 10.5ms -> 30.5ms (+190."),
+        "{line}"
+    );
+    // The same traces in the other order pass the regression conditions.
+    let back = check(&b, &a, &opts, &conditions[..2]).unwrap();
+    assert!(back.iter().all(|v| !v.fails()));
+    let mut xml = Vec::new();
+    write_junit("diff", &verdicts, &mut xml).unwrap();
+    let xml = String::from_utf8(xml).unwrap();
+    assert!(
+        xml.contains(r#"tests="6" failures="3" errors="0""#),
+        "{xml}"
+    );
+    // Stat-mode figures go through the same rows: nothing else to test here.
+}
+
+/// `tracer summary --format junit`: one case per function, a failure for the flagged one.
+#[test]
+fn summary_flags_as_junit() {
+    let s = summary_of(&sleeper(10_000));
+    let opts = SummaryOptions {
+        format: Format::Junit,
+        thresholds: Thresholds {
+            slow_mean_ns: 5 * MS,
+            ..Thresholds::default()
+        },
+        ..SummaryOptions::default()
+    };
+    let xml = render_string(&s, &opts);
+    assert!(
+        xml.contains(r#"tests="2" failures="1" errors="0""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<failure message="slow: mean 10.5ms over 5.00ms">"#),
+        "{xml}"
+    );
+    for by in [By::Thread, By::Syscall, By::Connection, By::CallGraph] {
+        let o = SummaryOptions { by, ..opts.clone() };
+        assert!(render_string(&s, &o).contains("<testsuites "));
     }
 }
 

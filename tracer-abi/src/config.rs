@@ -18,6 +18,9 @@ pub struct Offsets {
     pub rename_newcomm: u32,
     /// `sched:sched_process_exec`: the task's id.
     pub exec_pid: u32,
+    /// `sched:sched_process_exec`: its id before the exec (another thread's than the
+    /// process's when that thread exec'd: it then takes the process id).
+    pub exec_old_pid: u32,
     /// `struct task_struct`: `pid` (the thread id), `exit_state`, and `thread_info.cpu`
     /// (the CPU it last ran on or is queued on).
     pub task_pid: u32,
@@ -61,6 +64,7 @@ impl Offsets {
         rename_pid: 8,
         rename_newcomm: 28,
         exec_pid: 12,
+        exec_old_pid: 16,
         task_pid: 0,
         task_exit_state: 0,
         task_cpu: 0,
@@ -117,7 +121,17 @@ pub struct Config {
     /// 1: stacks are taken (`--stacks`): at every switch out of a traced thread that
     /// blocks, and by the `stack_sample` perf-event program when it is attached.
     pub stacks: u32,
+    /// Counting mode with uprobe sessions and `--time-budget`: at most this many calls of
+    /// each function timed per CPU in each window of 2^[`BUDGET_WINDOW_SHIFT`] ns, spread
+    /// over the window by the last one's rate (0: `time_every` decides).
+    pub time_budget: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
 }
+
+/// log2 of the length in ns of a `--time-budget` window (268 ms): short enough for the
+/// timed calls to follow a changing rate, long enough for a few per window.
+pub const BUDGET_WINDOW_SHIFT: u32 = 28;
 
 impl Config {
     /// Every event to the ring buffers: `tracer record`.
@@ -130,6 +144,8 @@ impl Config {
         time_every: 1,
         syscall_filter: 0,
         stacks: 0,
+        time_budget: 0,
+        _pad: 0,
     };
 }
 
@@ -158,6 +174,6 @@ pub struct NsSelf {
 crate::records::exact_layout! {
     NsIds { u32, u32 }
     NsSelf { u64, u32, u32 }
-    Offsets { [u32; 19] }
-    Config { u32, u32, u32, u32, u32, u32, u32, u32 }
+    Offsets { [u32; 20] }
+    Config { u32, u32, u32, u32, u32, u32, u32, u32, u32, u32 }
 }

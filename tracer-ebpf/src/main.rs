@@ -301,7 +301,10 @@ mod programs {
     pub fn func_entry(ctx: ProbeContext) -> u32 {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return 0;
+        }
         if counting() && !stat::func_entry(tid, func, now(), config().sample_every) {
             return 0;
         }
@@ -318,7 +321,10 @@ mod programs {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
         let ret: u64 = ctx.ret();
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return 0;
+        }
         if counting() && !stat::func_exit(tid, func, ret, now(), config().sample_every) {
             return 0;
         }
@@ -368,11 +374,12 @@ mod programs {
         }
         // Links on a program's own executable are machine-wide: count its traced
         // processes only (forks are traced before they run; see `Probes`).
-        if !is_traced_tgid(tgid) {
+        if !probed(tgid, tid) {
             return 1;
         }
         let c = config();
-        let chosen = stat::session_entry(tid, func, c.time_every, c.sample_every);
+        let t = now();
+        let chosen = stat::session_entry(tid, func, t, &c);
         if chosen.recorded {
             emit(FuncEntry {
                 h: header(tid, kind::FUNC_ENTRY),
@@ -384,7 +391,7 @@ mod programs {
             return 1;
         }
         // SAFETY: the session's cookie, read back by this call's return.
-        unsafe { *stamp = now() };
+        unsafe { *stamp = t };
         0
     }
 
@@ -404,7 +411,10 @@ mod programs {
     pub fn usdt(ctx: ProbeContext) -> u32 {
         // SAFETY: helper reading this program's attach cookie.
         let probe = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return 0;
+        }
         let Some(spec) = USDT_SPECS.get(probe) else {
             return 0;
         };
@@ -454,7 +464,10 @@ mod programs {
     fn go_entered(ctx: &ProbeContext) {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return;
+        }
         emit(GoEntry {
             h: header(tid, kind::GO_ENTRY),
             func,
@@ -468,7 +481,10 @@ mod programs {
     pub fn go_exit(ctx: ProbeContext) -> u32 {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (_, tid) = current();
+        let (tgid, tid) = current();
+        if !probed(tgid, tid) {
+            return 0;
+        }
         emit(GoExit {
             h: header(tid, kind::GO_EXIT),
             func,
@@ -541,6 +557,13 @@ mod programs {
             arg2: kernel_field(regs, kernel_offset!(regs_arg2)),
         });
         0
+    }
+
+    /// Whether a probe hit by the current thread counts: probes attached machine-wide (on a
+    /// traced cgroup's executables) are hit by every process that runs them.
+    #[inline(always)]
+    fn probed(tgid: u32, tid: u32) -> bool {
+        is_traced_tgid(tgid) || joined(tgid, tid)
     }
 
     /// With a traced cgroup: whether the current thread, not traced yet, is in it (it
@@ -806,10 +829,30 @@ mod programs {
     }
 
     #[tracepoint]
-    pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
-        let (_, tid) = current();
+    pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
+        let (tgid, tid) = current();
         if !is_traced_tid(tid) {
-            return 0;
+            // A thread other than the leader exec'd: the kernel gave it the process id
+            // (tid == tgid now) and ended the others, the leader's exit taking that id
+            // out of the filter. The thread goes on as the process: its new id in, its
+            // old one out (the filter would keep it forever).
+            let old = field!(ctx, exec_old_pid, u32);
+            if old == tid || !is_traced_tgid(tgid) {
+                return 0;
+            }
+            hint(tid);
+            if TIDS.insert(tid, tgid, BPF_ANY as u64).is_err() {
+                bump(counter::THREADS_FULL);
+                return 0;
+            }
+            let _ = TIDS.remove(old);
+            if config().pidns != 0 {
+                // Its ids in the recorder's namespace, gone with the leader's too.
+                // SAFETY: helper without preconditions.
+                let task = unsafe { bpf_get_current_task() } as *const u8;
+                crate::pidns::learn(task, tid);
+                crate::pidns::forget(old);
+            }
         }
         emit(Rename {
             h: header(tid, kind::EXEC),

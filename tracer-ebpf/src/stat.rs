@@ -39,6 +39,52 @@ static SAMPLED: HashMap<u32, u32, { MAX_THREADS as usize }> = HashMap::new();
 #[btf_map]
 static SAMPLE_TICK: PerCpuArray<u64, { MAX_FUNCS as usize }> = PerCpuArray::new();
 
+/// Per function and CPU, `--time-budget`'s window: its number, calls and timed calls so
+/// far, and the stride that spreads its timed calls (the last window's calls / budget).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Budget {
+    window: u64,
+    calls: u64,
+    timed: u64,
+    stride: u64,
+}
+
+#[btf_map]
+static BUDGET: PerCpuArray<Budget, { MAX_FUNCS as usize }> = PerCpuArray::new();
+
+/// Whether this call of `func` is timed under a budget of `allowance` timed calls per
+/// window and CPU: one in `stride`, never more than the allowance.
+#[inline(always)]
+fn within_budget(func: u32, now: u64, allowance: u32) -> bool {
+    let Some(b) = BUDGET.get_ptr_mut(func) else {
+        return false;
+    };
+    let w = now >> BUDGET_WINDOW_SHIFT;
+    // SAFETY: per-CPU slot.
+    unsafe {
+        if (*b).window != w {
+            // After a window without calls, the rate is not known: the first calls are
+            // timed until the allowance is spent.
+            (*b).stride = if (*b).window + 1 == w {
+                (*b).calls / allowance as u64
+            } else {
+                0
+            };
+            (*b).window = w;
+            (*b).calls = 0;
+            (*b).timed = 0;
+        }
+        (*b).calls += 1;
+        let stride = if (*b).stride == 0 { 1 } else { (*b).stride };
+        if (*b).timed < allowance as u64 && (*b).calls % stride == 0 {
+            (*b).timed += 1;
+            return true;
+        }
+    }
+    false
+}
+
 #[inline(always)]
 fn cpu() -> u32 {
     // SAFETY: helper without preconditions.
@@ -205,10 +251,12 @@ pub struct Chosen {
     pub recorded: bool,
 }
 
-/// A session's entry into `func` by `tid`: the call is counted, and one in `time_every`
-/// (per CPU) is timed, one in `sample_every` (if not 0) recorded in full.
+/// A session's entry into `func` by `tid` at `now`: the call is counted, and one in
+/// `c.time_every` (per CPU) is timed, or those `c.time_budget` allows; one in
+/// `c.sample_every` (if not 0) recorded in full.
 #[inline(always)]
-pub fn session_entry(tid: u32, func: u32, time_every: u32, sample_every: u32) -> Chosen {
+pub fn session_entry(tid: u32, func: u32, now: u64, c: &Config) -> Chosen {
+    let (time_every, sample_every) = (c.time_every, c.sample_every);
     let Some(s) = FUNC_STATS.get_ptr_mut(func) else {
         return Chosen {
             timed: false,
@@ -225,8 +273,13 @@ pub fn session_entry(tid: u32, func: u32, time_every: u32, sample_every: u32) ->
     if recorded {
         let _ = SAMPLED.insert(tid, func, BPF_ANY as u64);
     }
+    let timed = if c.time_budget != 0 {
+        within_budget(func, now, c.time_budget)
+    } else {
+        every(time_every)
+    };
     Chosen {
-        timed: every(time_every) || recorded,
+        timed: timed || recorded,
         recorded,
     }
 }
@@ -295,6 +348,9 @@ pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
 /// never charged. Timestamps alone put all that in the running time, more than schedstat
 /// says (docs/performance.md). That time goes to the state the thread switched to, in
 /// which it already was, so states still add up to the wall time.
+/// How far the kernel's charge for a run may exceed the time between its switch stamps.
+const EXEC_SLACK_NS: u64 = 100_000;
+
 #[inline(always)]
 fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) -> u32 {
     // SAFETY: our own map's value; a thread's switches and wakeups are serialized by the
@@ -303,8 +359,17 @@ fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) ->
         let (old_state, since, old_cpu, old_base) =
             ((*t).state, (*t).since, (*t).cpu, (*t).exec_base);
         let mut spent = now.saturating_sub(since);
-        if old_state == tstate::RUNNING && old_base != 0 && exec >= old_base {
-            spent = spent.min(exec - old_base);
+        // The kernel's charge, unless it is not this run's (a base from /proc at attach
+        // that is stale by more than the slack). It can exceed the time between our two
+        // switch stamps: the kernel starts charging when it picks the thread, a moment
+        // before the switch-in's tracepoint, and taking the smaller of the two loses
+        // that moment at every switch, which adds up when switches are many.
+        if old_state == tstate::RUNNING
+            && old_base != 0
+            && exec >= old_base
+            && exec - old_base <= spent + EXEC_SLACK_NS
+        {
+            spent = exec - old_base;
         }
         // The index is masked into range; black_box keeps the mask, which LLVM would drop
         // where the caller has compared the state (the verifier cannot see why).

@@ -20,6 +20,10 @@ use crate::{
 /// The probes of one process: (function id, CLOCK_MONOTONIC span of their attachment).
 type Attached = Vec<(u32, u64, u64)>;
 
+/// How many exited processes' probes are remembered for the children whose creation is
+/// drained after their exit: far more than one drain's worth of exits.
+const GONE: usize = 4096;
+
 /// See the module's documentation.
 pub struct Probes {
     resolved: Vec<Resolved>,
@@ -31,11 +35,18 @@ pub struct Probes {
     /// inherit.
     per_process: std::collections::HashSet<usize>,
     by_process: HashMap<u32, Attached>,
+    /// The probes of the processes that exited last: the rings are drained one CPU after
+    /// another, so a process's exit can be read before the creation of a child it made.
+    gone: std::collections::VecDeque<(u32, Attached)>,
     /// Processes that got probes after they had started (calls before were not seen).
     pub late: u64,
     /// Processes forked while their parent's probes were being attached: whether they
     /// inherited them is not known, and they were left as they were.
     pub uncertain: u64,
+    /// Processes that inherited probes from a process that had inherited them itself: the
+    /// kernel (seen on 6.18) drops most of such processes' breakpoints, `perf record -p`'s
+    /// as well, so their calls may be missing. Said, since it cannot be seen.
+    pub second_hand: u64,
 }
 
 impl Probes {
@@ -54,8 +65,10 @@ impl Probes {
             everywhere: Default::default(),
             per_process: Default::default(),
             by_process: HashMap::new(),
+            gone: Default::default(),
             late: 0,
             uncertain: 0,
+            second_hand: 0,
         };
         let mut table = Vec::new();
         if p.resolved.is_empty() {
@@ -84,23 +97,29 @@ impl Probes {
         let point = &self.resolved[i].point;
         let binary = point.binary().to_path_buf();
         let sessions = kernel.sessions();
-        let mut at = |prog, offset, ref_ctr, pid| {
-            kernel.attach_probe(prog, &binary, offset, ref_ctr, id, pid, inherit)
+        // Machine-wide on a process's own executable, the programs keeping to traced
+        // processes: its forks (and, with a traced cgroup, the processes entering it) are
+        // probed before they run. In a library, for this process only: a machine-wide
+        // probe there would trap every process on the machine.
+        let everywhere = matches!(point, Point::Function(_))
+            && (sessions || kernel.machine_wide())
+            && procfs::exe_identity(pid) == file_identity(&binary);
+        if everywhere && !self.everywhere.insert(i) {
+            // Attached already, for every process.
+            self.by_process.entry(pid).or_default().push((id, 0, 0));
+            return Ok(());
+        }
+        let target = if everywhere { 0 } else { pid };
+        let mut at = |prog, offset, ref_ctr| {
+            kernel.attach_probe(prog, &binary, offset, ref_ctr, id, target, inherit)
         };
         match point {
-            // Counting mode, a session: machine-wide on a process's own executable (the
-            // program keeps to traced processes), so its forks are counted before they
-            // run; in a library, for this process only, since a machine-wide probe there
-            // would trap every process on the machine.
+            // Counting mode: a session, the return probed only when the entry asks.
             Point::Function(f) if f.language != Language::Go && sessions => {
-                if procfs::exe_identity(pid) == file_identity(&binary) {
-                    if self.everywhere.insert(i) {
-                        at(Prog::Session, f.file_offset, None, 0)?;
-                    }
-                } else {
+                if !everywhere {
                     self.per_process.insert(i);
-                    at(Prog::Session, f.file_offset, None, pid)?;
                 }
+                at(Prog::Session, f.file_offset, None)?;
             }
             // Returns first: a call whose entry is recorded then always has its return
             // probed, where the other order leaves the calls entered in between open
@@ -108,7 +127,7 @@ impl Probes {
             Point::Function(f) => match &f.exit {
                 Exit::Returns(rets) if f.language == Language::Go => {
                     for &r in rets {
-                        at(Prog::GoReturn, r, None, pid)?;
+                        at(Prog::GoReturn, r, None)?;
                     }
                     // An entry probe placed past the first instruction is on the
                     // stack check's branch (see symbolizer's Go placement).
@@ -116,16 +135,16 @@ impl Probes {
                         0 => Prog::GoEntry,
                         _ => Prog::GoEntryCheck,
                     };
-                    at(entry, f.file_offset, None, pid)?;
+                    at(entry, f.file_offset, None)?;
                 }
                 _ => {
-                    at(Prog::Return, f.file_offset, None, pid)?;
-                    at(Prog::Entry, f.file_offset, None, pid)?;
+                    at(Prog::Return, f.file_offset, None)?;
+                    at(Prog::Entry, f.file_offset, None)?;
                 }
             },
             Point::Usdt(u) => {
                 let sem = (u.semaphore_offset != 0).then_some(u.semaphore_offset);
-                at(Prog::Usdt, u.file_offset, sem, pid)?;
+                at(Prog::Usdt, u.file_offset, sem)?;
             }
         }
         let end = clock::monotonic_ns();
@@ -139,16 +158,28 @@ impl Probes {
     /// A process created by a traced one: its parent's probes that existed when it was
     /// created are its by inheritance; the others are attached now.
     pub fn adopt(&mut self, kernel: &mut Kernel, fork: &Fork) -> Result<()> {
-        let Some(parent) = fork.parent.and_then(|p| self.by_process.get(&p)) else {
-            return Ok(());
-        };
-        if !self.inherit {
+        if !self.inherit || self.resolved.is_empty() {
             return Ok(());
         }
+        let Some(parent) = fork.parent else {
+            // Its parent is not known here: created while recording too (its creation
+            // drained after this one's) or gone already, so whatever probes this one
+            // has, it has second hand.
+            self.second_hand += 1;
+            return Ok(());
+        };
+        let known = (self.by_process.get(&parent))
+            .or_else(|| self.gone.iter().rev().find(|g| g.0 == parent).map(|g| &g.1));
+        let Some(parent) = known.cloned() else {
+            // Its parent had no probes of its own to give (its creation was not known
+            // either): whatever this one has, it has second hand.
+            self.second_hand += 1;
+            return Ok(());
+        };
         let mut inherited = Attached::new();
         let mut missing = Vec::new();
         let mut uncertain = false;
-        for &(id, start, end) in parent {
+        for &(id, start, end) in &parent {
             if self.per_process.contains(&(id as usize - 1)) {
                 missing.push(id);
             } else if fork.ts > end {
@@ -160,6 +191,12 @@ impl Probes {
             }
         }
         self.uncertain += uncertain as u64;
+        // Inherited entries carry no attachment span; machine-wide ones are no one's
+        // inheritance.
+        let everywhere = &self.everywhere;
+        self.second_hand += (parent.iter())
+            .any(|&(id, s, e)| (s, e) == (0, 0) && !everywhere.contains(&(id as usize - 1)))
+            as u64;
         self.by_process.insert(fork.child, inherited);
         if !missing.is_empty() {
             self.late += 1;
@@ -198,7 +235,12 @@ impl Probes {
 
     /// Forgets a process that exited.
     pub fn exited(&mut self, pid: u32) {
-        self.by_process.remove(&pid);
+        if let Some(had) = self.by_process.remove(&pid) {
+            if self.gone.len() == GONE {
+                self.gone.pop_front();
+            }
+            self.gone.push_back((pid, had));
+        }
     }
 }
 

@@ -33,6 +33,10 @@ pub enum Format {
     /// Folded stacks for flame graphs (flamegraph.pl, inferno, speedscope): NAME.folded,
     /// each thread's time by its probed functions, system call and state, in ns.
     Folded,
+    /// Parquet tables in a directory (calls, syscalls, states, links, threads,
+    /// processes, probes, files; stat files: windows) for DuckDB, DataFusion, Spark:
+    /// docs/parquet.md.
+    Parquet,
 }
 
 impl Format {
@@ -42,6 +46,7 @@ impl Format {
             Format::Paraver => "Paraver",
             Format::Chrome => "Chrome (Trace Event Format)",
             Format::Folded => "folded stacks",
+            Format::Parquet => "Parquet",
         }
     }
 }
@@ -100,6 +105,11 @@ pub enum Command {
         /// probe per call.
         #[arg(long, conflicts_with = "time_every")]
         exact_latency: bool,
+        /// Count every call, time at most K calls per second of each function, spread
+        /// over its calls as their rate goes (instead of --time-every): a bounded cost
+        /// whatever the load.
+        #[arg(long, value_name = "K", conflicts_with_all = ["time_every", "exact_latency"], value_parser = clap::value_parser!(u32).range(1..))]
+        time_budget: Option<u32>,
         /// Attach programs that do nothing (benchmarks: the kernel's own cost).
         #[arg(long, hide = true)]
         empty_probes: bool,
@@ -123,8 +133,9 @@ pub enum Command {
         salvage: bool,
     },
     /// Merge trace files by time and write a Paraver trace (NAME.prv, .pcf, .row), a
-    /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope) or
-    /// folded stacks for flame graphs (NAME.folded).
+    /// Trace Event Format one (NAME.json: Perfetto UI, chrome://tracing, speedscope),
+    /// folded stacks for flame graphs (NAME.folded) or Parquet tables (a directory,
+    /// NAME.parquet; trace and stat files of any hosts).
     Convert {
         /// Trace files (several processes or hosts merge into one trace).
         #[arg(required = true)]
@@ -133,9 +144,14 @@ pub enum Command {
         #[arg(long, value_enum)]
         to: Option<Format>,
         /// Output name; an extension of the format (.prv, .json, .folded) is not
-        /// doubled (default: the first file's name).
+        /// doubled (default: the first file's name). For Parquet, the directory (default:
+        /// the first file's name with .parquet).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Parquet: Hive-style directories for the big tables, by `host`, `date` (UTC day
+        /// of the row's start) or `host,date`.
+        #[arg(long, value_name = "KEYS", value_parser = parse_partition)]
+        partition: Option<trace_parquet::Partition>,
         /// Overwrite existing outputs.
         #[arg(short, long)]
         force: bool,
@@ -160,7 +176,8 @@ pub enum Command {
         #[command(flatten)]
         view: View,
     },
-    /// Compare two runs element by element, largest regression first.
+    /// Compare two runs element by element, largest regression first; with --fail-if, a
+    /// performance gate for CI.
     Diff {
         /// The baseline trace.
         a: PathBuf,
@@ -168,6 +185,15 @@ pub enum Command {
         b: PathBuf,
         #[command(flatten)]
         view: View,
+        /// Fail (exit status 3, a line on stderr for each) when a condition holds:
+        /// ELEMENT.METRIC OP LIMIT, metric count|calls, errors, mean, p99, total or self;
+        /// `+10%`/`-5%` is B's change relative to A, `+2ms` its change, `2ms` B's own
+        /// value. E.g. 'handle_request.p99 > +10%', 'read.errors > 0' (repeatable).
+        #[arg(long, value_name = "CONDITION")]
+        fail_if: Vec<String>,
+        /// Also write the conditions' verdicts as JUnit XML to this file.
+        #[arg(long, value_name = "FILE", requires = "fail_if")]
+        junit: Option<PathBuf>,
     },
     /// List functions and USDT probes that can be probed, like `bpftrace -l`.
     Probes {
@@ -294,7 +320,8 @@ pub struct View {
     /// on-CPU samples and off-CPU time, of a trace recorded with --stacks).
     #[arg(long, default_value = "function")]
     pub by: String,
-    /// table, json or csv.
+    /// table, json, csv or junit (summary: the hot-spot flags; diff: the --fail-if
+    /// verdicts).
     #[arg(long, default_value = "table")]
     pub format: String,
     /// Sort key (e.g. total, calls, mean, p99, errors, running, ready); default: total time.
@@ -384,6 +411,11 @@ fn parse_with_unit(s: &str) -> Result<Option<Duration>, String> {
     humantime::parse_duration(&with_unit)
         .map(Some)
         .map_err(|e| format!("invalid duration `{s}`: {e} (try 10s, 500ms, 2m)"))
+}
+
+/// `--partition host,date`.
+fn parse_partition(s: &str) -> Result<trace_parquet::Partition> {
+    trace_parquet::Partition::parse(s).map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

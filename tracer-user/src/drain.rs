@@ -73,9 +73,11 @@ impl Drain {
                 }
                 see(ts, tid, &event);
                 n += 1;
-            }
-            if self.encoders[cpu].encoded_bytes() >= CHUNK_BYTES {
-                self.flush(cpu)?;
+                // Within the ring, not after it: a full ring (8 MiB) encodes to chunks of
+                // megabytes, all of it lost to a kill or a full disk that cuts it.
+                if self.encoders[cpu].encoded_bytes() >= CHUNK_BYTES {
+                    self.flush(cpu)?;
+                }
             }
         }
         self.total += n;

@@ -9,7 +9,7 @@ use std::{
     time::{Instant, SystemTime},
 };
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 use trace_file::{ChunkKind, Event, Probe, ThreadInfo, TraceHeader, Trailer, Writer};
 
 use crate::{drain::Drain, kernel::Losses, output, procfs};
@@ -144,12 +144,18 @@ impl Files {
         next.header.part = self.written as u32 + 1;
         next.header.monotonic_to_realtime_ns = crate::clock::monotonic_to_realtime();
         self.bytes_before += d.w.bytes_written();
+        // The new file is the current one from here: a failure to write its preamble is
+        // said of it (`explain`).
+        let previous = std::mem::replace(&mut self.current, path);
+        if keep > 0 {
+            // Only to remove it later: with every file kept, remembering them all would
+            // grow by one path per rotation for as long as the run lasts.
+            self.older.push_back(previous);
+        }
         d.w = next.write(file, &threads)?;
         if let Some(s) = &mut d.stacks {
             s.restart();
         }
-        self.older
-            .push_back(std::mem::replace(&mut self.current, path));
         self.started = Instant::now();
         self.base_losses = losses;
         self.base_counts = d.counts;
@@ -162,6 +168,29 @@ impl Files {
                 .with_context(|| format!("cannot remove {} (--keep)", old.display()))?;
         }
         Ok(())
+    }
+}
+
+impl Files {
+    /// A failed write said in one line when the disk is full (or the quota reached): which
+    /// file stopped where. Its complete chunks read back (its end is torn at most: each
+    /// chunk goes out in one write, and nothing is written after the failure); what was
+    /// not written is lost, which the line says. Other errors are returned as they are.
+    pub fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        let full = (e.chain().filter_map(|c| c.downcast_ref::<std::io::Error>()))
+            .any(|io| matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)));
+        if !full {
+            return e;
+        }
+        let path = self.current.display();
+        match std::fs::metadata(&self.current) {
+            Ok(m) => anyhow!(
+                "the disk is full: recording stopped, {path} holds {} bytes ({}); what came after was not recorded",
+                m.len(),
+                trace_summary::units::human_bytes(m.len())
+            ),
+            Err(_) => anyhow!("the disk is full: recording stopped while writing {path}"),
+        }
     }
 }
 

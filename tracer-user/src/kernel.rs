@@ -17,6 +17,8 @@ use aya::{
 };
 use rustc_hash::FxHashMap;
 
+use crate::sessions::Attach;
+
 use crate::record::Events;
 use tracer_abi::{
     counter, Config, FuncStat, NsIds, Offsets, StackKey, SysStat, ThreadSched, UsdtSpec,
@@ -49,7 +51,7 @@ fn btf_tracepoints(events: Events, cgroup: bool) -> [(&'static str, bool); 6] {
 }
 
 /// The uprobe programs, by what they are attached to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Prog {
     /// A function's entry.
     Entry,
@@ -66,6 +68,21 @@ pub enum Prog {
     /// Counting mode: a function's entry and, when the entry asks, its return (a uprobe
     /// session).
     Session,
+}
+
+/// The program attached for `prog` (one that does nothing, when `empty`).
+fn prog_name(prog: Prog, empty: bool) -> &'static str {
+    match (prog, empty) {
+        (Prog::Return, true) => "func_exit_empty",
+        (Prog::Session, _) => "func_session",
+        (_, true) => "func_entry_empty",
+        (Prog::Entry, false) => "func_entry",
+        (Prog::Return, false) => "func_exit",
+        (Prog::GoEntry, false) => "go_entry",
+        (Prog::GoEntryCheck, false) => "go_entry_check",
+        (Prog::GoReturn, false) => "go_exit",
+        (Prog::Usdt, false) => "usdt",
+    }
 }
 
 /// Loaded programs and the maps the recorder talks to.
@@ -96,6 +113,8 @@ pub struct Kernel {
     /// Counting mode's uprobe session programs (timing and empty), when the kernel has
     /// sessions: loaded by `sessions`, outside aya.
     sessions: Option<[OwnedFd; 2]>,
+    /// With a traced cgroup, the uprobe programs loaded for machine-wide links.
+    machine_wide: FxHashMap<Prog, OwnedFd>,
 }
 
 /// The kernel's ids of the tasks of the recorder's PID namespace, which the filter needs:
@@ -177,7 +196,7 @@ impl Kernel {
         let sessions = match config.stat_mode {
             0 => None,
             _ => {
-                let load = |name| crate::sessions::load(&object, &ebpf, name);
+                let load = |name| crate::sessions::load(&object, &ebpf, name, Attach::Session);
                 match (load("func_session"), load("func_session_empty")) {
                     (Ok(a), Ok(b)) => Some([a, b]),
                     (Err(e), _) | (_, Err(e)) => {
@@ -187,6 +206,22 @@ impl Kernel {
                 }
             }
         };
+        // A traced cgroup's executables are probed machine-wide, so a process entering it is
+        // probed from its first call: uprobe_multi links, whose programs aya cannot load.
+        let mut machine_wide = FxHashMap::default();
+        if config.cgroup != 0 {
+            for prog in [
+                Prog::Entry,
+                Prog::Return,
+                Prog::GoEntry,
+                Prog::GoEntryCheck,
+                Prog::GoReturn,
+            ] {
+                let name = prog_name(prog, false);
+                let fd = crate::sessions::load(&object, &ebpf, name, Attach::Multi)?;
+                machine_wide.insert(prog, fd);
+            }
+        }
         let mut take = |name: &str| {
             ebpf.take_map(name)
                 .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
@@ -245,6 +280,7 @@ impl Kernel {
             uprobe_events: crate::uprobe::Events::new(tracefs),
             pidns,
             sessions,
+            machine_wide,
         })
     }
 
@@ -355,6 +391,12 @@ impl Kernel {
         Ok(p.try_into()?)
     }
 
+    /// Whether function probes on a process's own executable are attached machine-wide
+    /// (a traced cgroup: a process entering it is probed from its first call).
+    pub fn machine_wide(&self) -> bool {
+        !self.machine_wide.is_empty()
+    }
+
     /// Whether functions are probed with uprobe sessions (counting mode, when the kernel
     /// has them).
     pub fn sessions(&self) -> bool {
@@ -369,7 +411,8 @@ impl Kernel {
     /// Attaches program `prog` at `offset` of `binary` for process `pid` and, with
     /// `inherit`, the processes it creates later, tagging its records with probe id `id`;
     /// `ref_ctr`: the file offset of a USDT probe's semaphore, which the kernel raises
-    /// while the probe is attached.
+    /// while the probe is attached. `pid` 0: machine-wide (sessions, and function probes
+    /// of a traced cgroup's executables), the programs keeping to traced processes.
     #[allow(clippy::too_many_arguments)]
     pub fn attach_probe(
         &mut self,
@@ -387,21 +430,25 @@ impl Kernel {
                 .as_ref()
                 .context("uprobe sessions are not loaded")?;
             let program = &programs[self.empty_probes as usize];
-            let link = crate::sessions::link(program, binary, &[offset], &[id as u64], pid)?;
+            let how = (Attach::Session, 0);
+            let link = crate::sessions::link(program, how, binary, &[offset], &[id as u64], pid)?;
             self.links.push(Box::new(link));
             return Ok(());
         }
-        let name = match (prog, self.empty_probes) {
-            (Prog::Return, true) => "func_exit_empty",
-            (_, true) => "func_entry_empty",
-            (Prog::Entry, false) => "func_entry",
-            (Prog::Return, false) => "func_exit",
-            (Prog::GoEntry, false) => "go_entry",
-            (Prog::GoEntryCheck, false) => "go_entry_check",
-            (Prog::GoReturn, false) => "go_exit",
-            (Prog::Usdt, false) => "usdt",
-            (Prog::Session, false) => unreachable!("sessions are attached above"),
-        };
+        if pid == 0 {
+            let program = (self.machine_wide.get(&prog))
+                .with_context(|| format!("no machine-wide program for {prog:?} probes"))?;
+            let flags = if prog == Prog::Return {
+                crate::sessions::RETURN
+            } else {
+                0
+            };
+            let how = (Attach::Multi, flags);
+            let link = crate::sessions::link(program, how, binary, &[offset], &[id as u64], 0)?;
+            self.links.push(Box::new(link));
+            return Ok(());
+        }
+        let name = prog_name(prog, self.empty_probes);
         let p: &mut UProbe = self.program(name)?;
         if p.fd().is_err() {
             p.load()

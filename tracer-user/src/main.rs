@@ -12,6 +12,7 @@ mod files;
 mod kernel;
 mod launch;
 mod output;
+mod preflight;
 mod probes;
 mod procfs;
 mod record;
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<GateFailed>() => ExitCode::from(GATE_FAILED),
         Err(e) => {
             eprintln!("tracer: error: {}", one_line(&e));
             ExitCode::FAILURE
@@ -95,6 +97,7 @@ fn run(cli: Cli) -> Result<()> {
             sample,
             time_every,
             exact_latency,
+            time_budget,
             empty_probes,
             stacks,
             frequency,
@@ -104,6 +107,7 @@ fn run(cli: Cli) -> Result<()> {
                 interval,
                 sample_every: sample,
                 time_every: if exact_latency { 1 } else { time_every },
+                time_budget,
                 states: true,
             };
             let mut opts = target.options(output, Some(stat), empty_probes)?;
@@ -119,10 +123,30 @@ fn run(cli: Cli) -> Result<()> {
             to,
             output,
             force,
+            partition,
             start,
             end,
             salvage,
-        } => convert(&files, to, output, force, (start, end), salvage).map_err(salvage_hint),
+        } => {
+            let parquet = matches!(to, Some(Format::Parquet))
+                || output
+                    .as_ref()
+                    .is_some_and(|o| o.extension() == Some("parquet".as_ref()));
+            if parquet {
+                if start.is_some() || end.is_some() {
+                    bail!("--start and --end apply to --to chrome and --to folded only");
+                }
+                if to.is_some_and(|t| t != Format::Parquet) {
+                    bail!("a .parquet output is Parquet tables but --to asks for another format");
+                }
+                let output = output.unwrap_or_else(|| files[0].with_extension("parquet"));
+                to_parquet(&files, &output, force, partition, salvage).map_err(salvage_hint)
+            } else if partition.is_some() {
+                bail!("--partition applies to --to parquet only")
+            } else {
+                convert(&files, to, output, force, (start, end), salvage).map_err(salvage_hint)
+            }
+        }
         Command::Summary { files, view } if matches!(view.by.as_str(), "stack" | "stacks") => {
             let merge = trace_merge::MergeOptions {
                 salvage: view.salvage,
@@ -146,7 +170,13 @@ fn run(cli: Cli) -> Result<()> {
             trace_summary::render(&summary, &opts, &mut out)?;
             Ok(())
         }
-        Command::Diff { a, b, view } => diff(&a, &b, &view).map_err(salvage_hint),
+        Command::Diff {
+            a,
+            b,
+            view,
+            fail_if,
+            junit,
+        } => diff(&a, &b, &view, &fail_if, junit.as_deref()).map_err(salvage_hint),
         Command::Probes { pid, path, pattern } => probes::list(pid, path, pattern.as_deref()),
     }
 }
@@ -204,7 +234,28 @@ fn convert(
             let report = trace_convert::chrome::convert(files, &with_ext(".json"), &opts)?;
             eprintln!("{report}");
         }
+        Format::Parquet => unreachable!("converted by to_parquet"),
     }
+    Ok(())
+}
+
+/// `tracer convert --to parquet`: tables in the directory `output`.
+fn to_parquet(
+    files: &[PathBuf],
+    output: &std::path::Path,
+    force: bool,
+    partition: Option<trace_parquet::Partition>,
+    salvage: bool,
+) -> Result<()> {
+    let opts = trace_parquet::Options {
+        force,
+        partition: partition.unwrap_or_default(),
+        merge: trace_merge::MergeOptions {
+            salvage,
+            ..Default::default()
+        },
+    };
+    eprintln!("{}", trace_parquet::convert(files, output, &opts)?);
     Ok(())
 }
 
@@ -229,15 +280,68 @@ fn output_stem(output: PathBuf, to: Option<Format>) -> Result<(PathBuf, Format)>
     }
 }
 
-/// `tracer diff`.
-fn diff(a: &PathBuf, b: &PathBuf, view: &View) -> Result<()> {
+/// `tracer diff`, and its gate with `--fail-if`.
+fn diff(
+    a: &PathBuf,
+    b: &PathBuf,
+    view: &View,
+    fail_if: &[String],
+    junit: Option<&std::path::Path>,
+) -> Result<()> {
+    use trace_summary::{gate, Format};
     let opts = view.options()?;
+    // Conditions are checked before the traces are read: a typo costs nothing.
+    let conditions = (fail_if.iter())
+        .map(|c| c.parse())
+        .collect::<Result<Vec<gate::Condition>, _>>()?;
+    if opts.format == Format::Junit && conditions.is_empty() {
+        bail!("--format junit reports the verdicts of --fail-if conditions: give at least one");
+    }
     let sa = summarize(std::slice::from_ref(a), &opts, view.salvage)?;
     let sb = summarize(std::slice::from_ref(b), &opts, view.salvage)?;
     let mut out = std::io::stdout().lock();
-    trace_summary::diff(&sa, &sb, &opts, &mut out)?;
-    Ok(())
+    if opts.format != Format::Junit {
+        trace_summary::diff(&sa, &sb, &opts, &mut out)?;
+    }
+    if conditions.is_empty() {
+        return Ok(());
+    }
+    let verdicts = gate::check(&sa, &sb, &opts, &conditions)?;
+    let suite = format!("tracer diff {} {}", a.display(), b.display());
+    if opts.format == Format::Junit {
+        gate::write_junit(&suite, &verdicts, &mut out)?;
+    }
+    if let Some(path) = junit {
+        let mut xml = Vec::new();
+        gate::write_junit(&suite, &verdicts, &mut xml)?;
+        std::fs::write(path, xml)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    let failed: Vec<&gate::Verdict> = verdicts.iter().filter(|v| v.fails()).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    drop(out);
+    for v in &failed {
+        eprintln!("tracer: {}", gate::failure_line(v));
+    }
+    Err(GateFailed.into())
 }
+
+/// A `--fail-if` condition held: its line is printed already, the exit status says it.
+#[derive(Debug)]
+struct GateFailed;
+
+impl std::fmt::Display for GateFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the gate failed")
+    }
+}
+
+impl std::error::Error for GateFailed {}
+
+/// The exit status of a failed gate (1 is an error, 2 a usage error).
+const GATE_FAILED: u8 = 3;
 
 /// Summarizes trace files, with windows when asked.
 fn summarize(

@@ -2,16 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use trace_file::{ProcessInfo, ThreadInfo};
-
-/// Fails with a one-line message when `pid` is not a live process.
-pub fn check_alive(pid: u32) -> Result<()> {
-    match state(pid, pid) {
-        Some('Z') | Some('X') | None => bail!("no such process: {pid}"),
-        Some(_) => Ok(()),
-    }
-}
 
 /// True while `pid` exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
@@ -171,24 +163,6 @@ pub fn possible_cpus() -> Result<u32> {
         max = max.max(hi.parse::<u32>().context("bad CPU list")?);
     }
     Ok(max + 1)
-}
-
-/// True when we may load and attach tracing programs: root, or CAP_BPF with CAP_PERFMON,
-/// or CAP_SYS_ADMIN.
-pub fn privileged() -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return false;
-    };
-    let caps = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    let has = |bit: u32| caps & (1u64 << bit) != 0;
-    const CAP_SYS_ADMIN: u32 = 21;
-    const CAP_PERFMON: u32 = 38;
-    const CAP_BPF: u32 = 39;
-    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
 }
 
 /// True when the recorder runs in a PID namespace other than the kernel's first (in a

@@ -168,7 +168,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     let mut status = Status::new(opts.quiet || counting);
 
     let mut tree = Tree::new(&s.pids, &s.threads);
-    let reason = Run {
+    let ran = Run {
         opts,
         s: &mut s,
         mode: &mut mode,
@@ -177,24 +177,30 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         tree: &mut tree,
         status: &mut status,
     }
-    .run(&stop)?;
+    .run(&stop);
+    status.clear();
+    let reason = ran.map_err(|e| files.explain(e))?;
 
     // Stop the producers, then take what is still in the buffers.
     s.kernel.stop();
-    let mut names = Names::new();
-    d.drain(&mut s.kernel, |ts, tid, e| {
-        see(&mut mode, &mut tree, &mut names, ts, tid, e)
-    })?;
-    d.flush_all()?;
-    if let Mode::Stat(c) = &mut mode {
-        for (tid, tgid, name) in names.drain(..) {
-            c.saw(tid, tgid, &name);
+    let end = (|| {
+        let mut names = Names::new();
+        d.drain(&mut s.kernel, |ts, tid, e| {
+            see(&mut mode, &mut tree, &mut names, ts, tid, e)
+        })?;
+        tree.settle();
+        d.flush_all()?;
+        if let Mode::Stat(c) = &mut mode {
+            for (tid, tgid, name) in names.drain(..) {
+                c.saw(tid, tgid, &name);
+            }
+            c.window(&mut s.kernel, &mut d.w)?;
         }
-        c.window(&mut s.kernel, &mut d.w)?;
-    }
-    let losses = losses(&s.kernel, &d)?;
-    files.finish(&mut d, &losses, reason)?;
-    status.clear();
+        let losses = losses(&s.kernel, &d)?;
+        files.finish(&mut d, &losses, reason)?;
+        anyhow::Ok(losses)
+    })();
+    let losses = end.map_err(|e| files.explain(e))?;
     Ok(RecordSummary {
         records: d.kinds().collect(),
         lost: losses.total(),
@@ -207,6 +213,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         threads: tree.threads,
         late_probes: s.probes.late,
         uncertain_probes: s.probes.uncertain,
+        second_hand_probes: s.probes.second_hand,
     })
 }
 
@@ -234,6 +241,7 @@ impl Run<'_> {
             let drained = self.d.drain(&mut self.s.kernel, |ts, tid, e| {
                 see(mode, tree, &mut names, ts, tid, e)
             })?;
+            tree.settle();
             self.d.flush_aged()?;
             self.follow_tree()?;
             let may_rotate = self.mode.tick(&mut self.s.kernel, self.d, &mut names)?;
@@ -274,10 +282,10 @@ impl Run<'_> {
     fn follow_tree(&mut self) -> Result<()> {
         let changes = self.tree.take_changes();
         for fork in &changes.forks {
-            match fork.parent {
-                Some(_) => self.s.probes.adopt(&mut self.s.kernel, fork)?,
+            match fork.newcomer {
+                false => self.s.probes.adopt(&mut self.s.kernel, fork)?,
                 // It entered the traced cgroup: the probes of what it runs.
-                None => self
+                true => self
                     .s
                     .probes
                     .adopt_newcomer(&mut self.s.kernel, fork.child)?,

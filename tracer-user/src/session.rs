@@ -14,7 +14,7 @@ use crate::{
     files::{segment_path, Preamble, TraceWriter},
     kernel::Kernel,
     launch::Launched,
-    output, probes, procfs,
+    output, preflight, probes, procfs,
     record::RecordOptions,
     stat, tracefs,
     trigger::Watch,
@@ -47,16 +47,7 @@ impl Session {
     /// last, traced from its first instruction. Returns the session and the writer of its
     /// first file, the preamble written.
     pub fn start(opts: &RecordOptions) -> Result<(Session, TraceWriter)> {
-        for &pid in &opts.pids {
-            procfs::check_alive(pid)?;
-        }
-        if !procfs::privileged() {
-            bail!("tracing needs root (or CAP_BPF and CAP_PERFMON): run tracer record with sudo");
-        }
-        let tracefs = tracefs::ensure_mounted()?;
-        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-            bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); the tracer needs CONFIG_DEBUG_INFO_BTF=y");
-        }
+        let tracefs = preflight::check(&opts.pids)?;
         let offsets = tracefs::offsets(&tracefs)?;
 
         // Resolve probes before touching the kernel or the output, so a typo costs nothing.
@@ -116,6 +107,9 @@ impl Session {
             // Without system calls but with a cgroup, sys_enter only finds newcomers.
             syscall_filter: (opts.syscalls.is_some() || !opts.events.syscalls) as u32,
             stacks: opts.stacks.is_some() as u32,
+            time_budget: (opts.stat.and_then(|s| s.time_budget))
+                .map_or(0, |k| budget_allowance(k, cpus)),
+            _pad: 0,
         };
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
         if let Some(cg) = &cgroup {
@@ -287,4 +281,12 @@ fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
+}
+
+/// `--time-budget K` (timed calls per second and function, on the whole machine) as the
+/// programs' allowance per CPU and window; at least one.
+fn budget_allowance(per_second: u32, cpus: u32) -> u32 {
+    let window_ns = 1u64 << tracer_abi::BUDGET_WINDOW_SHIFT;
+    let per_cpu = per_second as u64 * window_ns / (1_000_000_000 * cpus.max(1) as u64);
+    per_cpu.clamp(1, u32::MAX as u64) as u32
 }

@@ -1,8 +1,8 @@
 //! Uprobe sessions (one program for a call's entry and its return, the return probed only
-//! when the entry asks): what aya 0.14 cannot do yet, done here. The program calls two
-//! kernel functions (kfuncs), which aya would take for calls of the object's own functions;
-//! it must be loaded with the session attach type, which aya does not pass; and it is
-//! attached with uprobe_multi links, which aya does not create.
+//! when the entry asks) and machine-wide uprobe_multi links: what aya 0.14 cannot do yet,
+//! done here. The session program calls two kernel functions (kfuncs), which aya would take
+//! for calls of the object's own functions; programs for uprobe_multi links must be loaded
+//! with their attach type, which aya does not pass; and aya does not create those links.
 
 use std::{
     collections::HashSet,
@@ -23,8 +23,17 @@ use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget};
 const KFUNCS: [&str; 2] = ["bpf_session_is_return", "bpf_session_cookie"];
 /// `BPF_PROG_TYPE_KPROBE`: uprobes are kprobe programs.
 const PROG_TYPE_KPROBE: u32 = 2;
-/// `BPF_TRACE_UPROBE_SESSION` (not in aya-obj 0.3's bindings; the kernel's enum value).
-const TRACE_UPROBE_SESSION: u32 = 57;
+/// How a program is attached: `BPF_TRACE_UPROBE_MULTI` or `BPF_TRACE_UPROBE_SESSION` (the
+/// kernel's enum values; the latter is not in aya-obj 0.3's bindings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// Entries, or with `RETURN`, returns (uretprobes) of many offsets.
+    Multi = 48,
+    /// A session: entry and, when the entry asks, the return.
+    Session = 57,
+}
+/// `BPF_F_UPROBE_MULTI_RETURN`: a multi link on the returns.
+pub const RETURN: u32 = 1;
 /// A call instruction's `src_reg` for a kernel function called by its BTF id.
 const PSEUDO_KFUNC_CALL: u8 = 2;
 /// The call opcode (`BPF_JMP | BPF_CALL`).
@@ -71,8 +80,8 @@ pub fn patch_kfunc_calls(elf: &[u8], btf: &Btf) -> Result<Vec<u8>> {
 }
 
 /// Loads program `name` of `elf` (loaded by aya as `ebpf`, whose maps it shares: call it
-/// before any map is taken out of `ebpf`) as a uprobe session program.
-pub fn load(elf: &[u8], ebpf: &Ebpf, name: &str) -> Result<OwnedFd> {
+/// before any map is taken out of `ebpf`) for links of kind `attach`.
+pub fn load(elf: &[u8], ebpf: &Ebpf, name: &str, attach: Attach) -> Result<OwnedFd> {
     let mut obj = aya_obj::Object::parse(elf).context("parsing the eBPF object")?;
     let text: HashSet<usize> = obj.functions.keys().map(|(section, _)| *section).collect();
     let maps = obj.maps.clone();
@@ -97,7 +106,7 @@ pub fn load(elf: &[u8], ebpf: &Ebpf, name: &str) -> Result<OwnedFd> {
     unsafe {
         let p = &mut attr.__bindgen_anon_3;
         p.prog_type = PROG_TYPE_KPROBE;
-        p.expected_attach_type = TRACE_UPROBE_SESSION;
+        p.expected_attach_type = attach as u32;
         p.insns = insns.as_ptr() as u64;
         p.insn_cnt = insns.len() as u32;
         p.license = license.as_ptr() as u64;
@@ -119,15 +128,16 @@ pub fn load(elf: &[u8], ebpf: &Ebpf, name: &str) -> Result<OwnedFd> {
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("");
-            bail!("the kernel refused the uprobe session program: {e}; {last}")
+            bail!("the kernel refused program {name} ({attach:?} links): {e}; {last}")
         }
     }
 }
 
-/// A uprobe session link of `prog` on `offsets` of `binary`, tagging each with its cookie;
-/// `pid` 0 for every process that runs the file.
+/// A link of kind `attach` (with `flags`: `RETURN`) of `prog` on `offsets` of `binary`,
+/// tagging each with its cookie; `pid` 0 for every process that runs the file.
 pub fn link(
     prog: &OwnedFd,
+    (attach, flags): (Attach, u32),
     binary: &Path,
     offsets: &[u64],
     cookies: &[u64],
@@ -140,8 +150,9 @@ pub fn link(
     unsafe {
         let l = &mut attr.link_create;
         l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
-        l.attach_type = TRACE_UPROBE_SESSION;
+        l.attach_type = attach as u32;
         let u = &mut l.__bindgen_anon_3.uprobe_multi;
+        u.flags = flags;
         u.path = path.as_ptr() as u64;
         u.offsets = offsets.as_ptr() as u64;
         u.cookies = cookies.as_ptr() as u64;
@@ -149,7 +160,7 @@ pub fn link(
         u.pid = pid;
     }
     let fd = sys_bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr)
-        .with_context(|| format!("attaching a uprobe session in {}", binary.display()))?;
+        .with_context(|| format!("attaching uprobes ({attach:?}) in {}", binary.display()))?;
     // SAFETY: the syscall returned a new file descriptor, now ours.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }

@@ -64,6 +64,8 @@ pub struct StatOptions {
     pub sample_every: u32,
     /// Time 1 call in N of each function (with uprobe sessions; 1: every call).
     pub time_every: u32,
+    /// Instead, time at most K calls per second of each function.
+    pub time_budget: Option<u32>,
     /// Thread states are followed (the scheduler's events are counted).
     pub states: bool,
 }

@@ -35,6 +35,9 @@ pub struct RecordSummary {
     /// is not known whether they inherited them (see `attach`).
     pub late_probes: u64,
     pub uncertain_probes: u64,
+    /// Processes whose probes were inherited from a process that had inherited them (see
+    /// `attach`).
+    pub second_hand_probes: u64,
 }
 
 /// The status line of a recording: once a second, on a terminal only.
@@ -116,13 +119,20 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             s.uncertain_probes
         )?;
     }
+    if s.second_hand_probes > 0 {
+        writeln!(
+            out,
+            "  {} processes inherited their probes from a process that had inherited them: the kernel may drop their breakpoints (seen on Linux 6.18, perf record -p too): their calls may be missing",
+            s.second_hand_probes
+        )?;
+    }
     for (k, v) in &s.records {
         writeln!(out, "  {k:<12} {v:>12}")?;
     }
     if s.lost > 0 {
         writeln!(
             out,
-            "  LOST {} events: ring buffers full, or program runs the kernel skipped (`tracer dump` shows which)",
+            "  LOST {} events: ring buffers full, program runs the kernel skipped, or records that did not decode (`tracer dump` shows which)",
             s.lost
         )?;
     } else {

@@ -10,8 +10,9 @@ use crate::btf::Btf;
 
 const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
-/// The tracefs mount point, mounting it at /sys/kernel/tracing if nothing is mounted.
-pub fn ensure_mounted() -> Result<PathBuf> {
+/// The tracefs mount point, mounting it at /sys/kernel/tracing if nothing is mounted;
+/// the mount's error otherwise.
+pub fn ensure_mounted() -> std::io::Result<PathBuf> {
     for dir in CANDIDATES {
         if Path::new(dir).join("events").is_dir() {
             return Ok(PathBuf::from(dir));
@@ -29,10 +30,7 @@ pub fn ensure_mounted() -> Result<PathBuf> {
         )
     };
     if rc != 0 {
-        bail!(
-            "tracefs is not mounted and mounting it failed ({}); mount it with `mount -t tracefs nodev /sys/kernel/tracing`",
-            std::io::Error::last_os_error()
-        );
+        return Err(std::io::Error::last_os_error());
     }
     Ok(PathBuf::from(CANDIDATES[0]))
 }
@@ -55,6 +53,7 @@ pub fn offsets(tracefs: &Path) -> Result<Offsets> {
         rename_pid: field(&rename, "pid", 4)?,
         rename_newcomm: field(&rename, "newcomm", 16)?,
         exec_pid: field(&exec, "pid", 4)?,
+        exec_old_pid: field(&exec, "old_pid", 4)?,
         task_pid: btf.offset("task_struct", "pid", 4)?,
         task_exit_state: btf.offset("task_struct", "exit_state", 4)?,
         task_cpu: btf.offset("task_struct", "thread_info.cpu", 4)?,

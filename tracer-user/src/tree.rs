@@ -2,7 +2,7 @@
 //! process each thread belongs to, and which processes were created while recording (so
 //! they get their probes and their Process chunk).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use trace_file::{Event, ThreadInfo};
 
@@ -11,9 +11,12 @@ use trace_file::{Event, ThreadInfo};
 pub struct Fork {
     /// CLOCK_MONOTONIC of its creation.
     pub ts: u64,
-    /// The process that created it, if its thread was known; None for a process that
-    /// entered a traced cgroup (its record is its own).
+    /// The process that created it, if its thread was known (its own creation can be
+    /// drained after this one's: the rings are read one CPU after another).
     pub parent: Option<u32>,
+    /// It was not created by a traced process: it entered a traced cgroup (its record is
+    /// its own).
+    pub newcomer: bool,
     pub child: u32,
 }
 
@@ -32,6 +35,10 @@ pub struct Tree {
     exits: Vec<u32>,
     /// Processes that executed a new program since then.
     execs: Vec<u32>,
+    /// Threads, and processes, whose exit came before their creation in this drain (see
+    /// [`Tree::settle`]).
+    early_exits: HashSet<u32>,
+    early_group_exits: HashSet<u32>,
 }
 
 /// What changed in the tree since the last look.
@@ -68,34 +75,64 @@ impl Tree {
                 child_tgid,
                 ..
             } => {
-                let parent = match tid == child_tid {
+                let newcomer = tid == child_tid;
+                let parent = match newcomer {
                     true => None,
                     false => self.tgid_of.get(&tid).copied(),
                 };
-                self.tgid_of.insert(child_tid, child_tgid);
                 self.threads += 1;
-                if self.live.insert(child_tgid) {
+                // Already gone: nothing to remember it by.
+                if !self.early_exits.remove(&child_tid) {
+                    self.tgid_of.insert(child_tid, child_tgid);
+                }
+                if !self.live.contains(&child_tgid) {
                     self.processes += 1;
                     self.forks.push(Fork {
                         ts,
                         parent,
+                        newcomer,
                         child: child_tgid,
                     });
+                    if self.early_group_exits.remove(&child_tgid) {
+                        // Its Process chunk is written all the same; its probes forgotten.
+                        self.exits.push(child_tgid);
+                    } else {
+                        self.live.insert(child_tgid);
+                    }
                 }
             }
             Event::Exec { .. } => {
-                if let Some(&tgid) = self.tgid_of.get(&tid) {
-                    self.execs.push(tgid);
-                }
+                // After an exec the thread is its process's only one, with the process id:
+                // from a thread other than the main one, its tid changed to that id (and
+                // the main thread's exit took that id out of this table).
+                self.tgid_of.insert(tid, tid);
+                self.execs.push(tid);
             }
             Event::Exit { tgid, group_dead } => {
-                self.tgid_of.remove(&tid);
-                if group_dead && self.live.remove(&tgid) {
-                    self.exits.push(tgid);
+                if self.tgid_of.remove(&tid).is_none() {
+                    self.early_exits.insert(tid);
+                }
+                if group_dead {
+                    if self.live.remove(&tgid) {
+                        self.exits.push(tgid);
+                    } else {
+                        self.early_group_exits.insert(tgid);
+                    }
                 }
             }
             _ => {}
         }
+    }
+
+    /// Ends a drain. The rings are read one CPU after another, so a thread created on one
+    /// CPU and gone on another within one drain can show its exit before its creation,
+    /// which would leave it known and alive for ever: such exits wait for their creation,
+    /// which is in this drain (a thread's creation is in its CPU's ring before it first
+    /// runs). What is left is the exit of a thread never known (its creation lost, and
+    /// counted so): forgotten, so that nothing here grows with time.
+    pub fn settle(&mut self) {
+        self.early_exits.clear();
+        self.early_group_exits.clear();
     }
 
     /// What changed since the last call.
@@ -185,5 +222,38 @@ mod tests {
         );
         let changes = t.take_changes();
         assert_eq!((changes.exits, changes.execs), (vec![20], vec![30]));
+    }
+
+    /// A thread and a process created on one CPU and gone on another, their exits drained
+    /// first: nothing of them stays behind.
+    #[test]
+    fn exits_drained_before_creations_leave_nothing() {
+        let mut t = Tree::new(&[10], &[]);
+        let new = |child_tid, child_tgid| Event::NewTask {
+            child_tid,
+            child_tgid,
+            comm: Comm::default(),
+        };
+        let exit = |tgid, group_dead| Event::Exit { tgid, group_dead };
+        // CPU 0's ring, then CPU 1's.
+        t.see(20, 11, &exit(10, false));
+        t.see(21, 30, &exit(30, true));
+        t.see(10, 10, &new(11, 10));
+        t.see(11, 10, &new(30, 30));
+        t.settle();
+        assert!(t.tgid_of.is_empty(), "{:?}", t.tgid_of);
+        assert_eq!(t.live().iter().copied().collect::<Vec<_>>(), [10]);
+        assert_eq!((t.processes, t.threads), (2, 2));
+        let changes = t.take_changes();
+        assert_eq!(changes.forks.len(), 1);
+        assert_eq!(
+            (changes.forks[0].parent, changes.forks[0].child),
+            (None, 30)
+        );
+        assert_eq!(changes.exits, [30]);
+        // An exit whose thread was never known is forgotten with the drain.
+        t.see(30, 99, &exit(98, true));
+        t.settle();
+        assert!(t.early_exits.is_empty() && t.early_group_exits.is_empty());
     }
 }

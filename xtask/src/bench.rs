@@ -23,7 +23,8 @@ const CONVERT_LOAD_SECS: u64 = 36;
 const CONVERT_MIN_EVENTS: u64 = 20_000_000;
 
 pub fn run(only: Option<&str>) -> Result<()> {
-    let wanted = |section: &str| only.is_none_or(|o| o == section);
+    let wanted = |section: &str| only.is_none_or(|o| o.split(',').any(|s| s == section));
+    crate::setup::ensure()?;
     let tracer = crate::build::run()?;
     ensure_perf()?;
     let dir = workspace().join("target/bench");
@@ -55,6 +56,10 @@ pub fn run(only: Option<&str>) -> Result<()> {
     if wanted("convert") {
         println!("\n== converting a recording of the server: tracer convert vs perf script");
         convert_vs_perf_script(&tracer, &dir)?;
+    }
+    if wanted("parquet") {
+        println!("\n== Parquet tables (tracer convert --to parquet): rate and size on the synthetic 5 M / 20 M records");
+        crate::parquet::bench(&dir)?;
     }
     for (section, name, example, args) in [
         (

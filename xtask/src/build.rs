@@ -9,7 +9,7 @@ use crate::setup::{self, status, workspace};
 
 /// Returns the path of the release `tracer` binary.
 pub fn run() -> Result<PathBuf> {
-    setup::ensure()?;
+    setup::ensure_toolchain()?;
     let ws = workspace();
     status(
         Command::new("cargo")

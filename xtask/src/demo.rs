@@ -8,6 +8,7 @@ use tracer_tests::{load, Server, ServerOptions};
 use crate::setup::{status, workspace};
 
 pub fn run() -> Result<()> {
+    crate::setup::ensure()?;
     let tracer = crate::build::run()?;
     let out = workspace().join("target/demo");
     std::fs::create_dir_all(&out)?;

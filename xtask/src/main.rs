@@ -3,9 +3,11 @@
 mod bench;
 mod bench_stacks;
 mod build;
+mod containers;
 mod demo;
 mod fuzz;
 mod golden;
+mod parquet;
 mod setup;
 mod test;
 
@@ -21,7 +23,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install the eBPF toolchain (pinned nightly, rust-src, bpf-linker) and mount tracefs.
+    /// Install the eBPF toolchain (pinned nightly, rust-src, bpf-linker), the tests' Debian
+    /// packages and Python environment (target/venv: DuckDB), podman and its base image (the
+    /// container tests), and mount tracefs.
     Setup,
     /// Build the eBPF programs and the `tracer` binary (release).
     Build,
@@ -35,7 +39,8 @@ enum Task {
     Demo,
     /// Measure overheads and throughputs side by side.
     Bench {
-        /// Run one section only: server, stat, probe, stacks, rate, convert, symbolizer, merge.
+        /// Run some sections only (comma-separated): server, stat, classes, probe, stacks, rate,
+        /// convert, parquet, symbolizer, merge.
         #[arg(long)]
         only: Option<String>,
     },

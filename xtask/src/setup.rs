@@ -1,6 +1,8 @@
 //! Installs what building the eBPF programs needs, idempotently, under `target/tools`:
 //! the pinned nightly with rust-src, and bpf-linker built against that nightly's own
-//! libLLVM (Debian's LLVM cannot read the nightly's bitcode). See docs/architecture.md.
+//! libLLVM (Debian's LLVM cannot read the nightly's bitcode); and the Debian packages the
+//! tests and the demo use. See docs/architecture.md. The container tests' needs are in
+//! `containers.rs`.
 
 use std::{
     path::{Path, PathBuf},
@@ -45,21 +47,91 @@ pub fn ready() -> bool {
     stamp().exists() && bpf_linker().exists() && nightly_sysroot().is_ok()
 }
 
+/// `cargo xtask setup`: everything the build, the tests and the demo use.
 pub fn run() -> Result<()> {
+    ensure_commands(DEBIAN)?;
     install_nightly()?;
     install_bpf_linker()?;
+    ensure_venv(&venv_dir(), TEST_PYTHON)?;
+    mount_tracefs();
+    crate::containers::ensure()
+}
+
+/// What the tests and the demo use beyond the build (the Debian packages of the fixtures
+/// and checks, the Python environment, tracefs) and the toolchain, each only when missing: a second run costs
+/// nothing. The container tests' needs are [`crate::containers::ensure`]'s.
+pub fn ensure() -> Result<()> {
+    ensure_commands(DEBIAN)?;
+    ensure_toolchain()?;
+    ensure_venv(&venv_dir(), TEST_PYTHON)?;
     mount_tracefs();
     Ok(())
 }
 
-/// Runs setup only when something is missing: a second run costs nothing.
-pub fn ensure() -> Result<()> {
-    ensure_commands(DEBIAN)?;
+/// What building needs: the nightly and bpf-linker, installed when missing. A build needs
+/// nothing else from the machine but a C linker (gcc), so `cargo xtask build` can run
+/// where the test fixtures' packages are not wanted (the Containerfile's build stage).
+pub fn ensure_toolchain() -> Result<()> {
     if !ready() {
-        run()?;
+        install_nightly()?;
+        install_bpf_linker()?;
     }
-    mount_tracefs();
     Ok(())
+}
+
+/// Python packages the tests use, pinned: DuckDB runs the SQL of docs/sql.md over the
+/// Parquet tables (tests/tests/parquet.rs).
+pub const TEST_PYTHON: &[&str] = &["duckdb==1.4.4"];
+
+/// The tests' Python environment (its `bin/python`), under `target/` so the project owns
+/// it; the tests find it there.
+pub fn venv_dir() -> PathBuf {
+    workspace().join("target/venv")
+}
+
+/// Creates the virtual environment `dir` with Debian's python3 and pip-installs
+/// `packages` into it, once: a stamp naming the packages makes a second run cost nothing.
+/// Returns its python.
+pub fn ensure_venv(dir: &Path, packages: &[&str]) -> Result<PathBuf> {
+    let python = dir.join("bin/python");
+    let stamp = dir.join(format!(".installed-{}", packages.join("+")));
+    if stamp.exists() && python.exists() {
+        return Ok(python);
+    }
+    ensure_commands(&[
+        ("python3", "python3"),
+        (
+            "/usr/lib/python3.11/ensurepip/__init__.py",
+            "python3.11-venv",
+        ),
+    ])?;
+    let started = std::time::Instant::now();
+    eprintln!(
+        "xtask: creating {} with {}",
+        dir.display(),
+        packages.join(" ")
+    );
+    if !python.exists() {
+        status(Command::new("python3").arg("-m").arg("venv").arg(dir))?;
+    }
+    status(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages),
+    )?;
+    std::fs::write(&stamp, b"")?;
+    eprintln!(
+        "xtask: {} ready in {:.1} s",
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(python)
 }
 
 /// Debian packages the tests and the demo use, as (a command it provides, package):
@@ -83,6 +155,11 @@ const DEBIAN: &[(&str, &str)] = &[
 
 /// Installs from Debian the packages whose command is missing.
 pub fn ensure_commands(needed: &[(&str, &str)]) -> Result<()> {
+    ensure_commands_with(needed, &[])
+}
+
+/// [`ensure_commands`] with extra `apt-get install` options.
+pub fn ensure_commands_with(needed: &[(&str, &str)], options: &[&str]) -> Result<()> {
     let on_path = |cmd: &str| {
         if cmd.starts_with('/') {
             return Path::new(cmd).exists();
@@ -104,6 +181,7 @@ pub fn ensure_commands(needed: &[(&str, &str)]) -> Result<()> {
     status(
         Command::new("apt-get")
             .args(["install", "-y", "-qq"])
+            .args(options)
             .args(&missing)
             .env("DEBIAN_FRONTEND", "noninteractive"),
     )

@@ -4,11 +4,12 @@
 //! thresholds, the error rule, sort, top N), so a figure and its flags agree everywhere.
 //! Tables and CSV share one row model ([`Table`]): each cell knows its unit, the terminal
 //! writer turns it into human units and the CSV writer into raw numbers; JSON is the
-//! [`Summary`] itself.
+//! [`Summary`] itself; JUnit reports the hot-spot flags.
 
 mod columns;
 mod csv;
 mod flags;
+mod junit;
 mod keys;
 mod text;
 
@@ -91,6 +92,7 @@ pub fn render(summary: &Summary, opts: &SummaryOptions, out: &mut dyn Write) -> 
         }
         Format::Csv => csv::write(&s, opts, out)?,
         Format::Table => text::write(&s, opts, out)?,
+        Format::Junit => junit::write(&s, opts, out)?,
     }
     Ok(())
 }
