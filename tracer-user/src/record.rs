@@ -214,6 +214,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         late_probes: s.probes.late,
         uncertain_probes: s.probes.uncertain,
         second_hand_probes: s.probes.second_hand,
+        stacks_cut: d
+            .stacks
+            .as_ref()
+            .map(|st| st.cut.iter().map(|(k, &n)| (k.clone(), n)).collect())
+            .unwrap_or_default(),
     })
 }
 

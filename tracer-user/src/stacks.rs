@@ -21,7 +21,8 @@ pub struct Stacks {
     kallsyms: Option<Vec<(u64, String)>>,
     /// Indices in `kallsyms` already written.
     symbols_written: FxHashSet<usize>,
-    /// Stacks whose user frames were cut, by reason: the recorder's summary.
+    /// Stacks whose user frames were cut, by reason (samples and blocks, not distinct
+    /// stacks): the recorder's summary.
     pub cut: FxHashMap<String, u64>,
 }
 

@@ -38,6 +38,8 @@ pub struct RecordSummary {
     /// Processes whose probes were inherited from a process that had inherited them (see
     /// `attach`).
     pub second_hand_probes: u64,
+    /// With `--stacks`: stacks whose user frames were cut short, by reason.
+    pub stacks_cut: BTreeMap<String, u64>,
 }
 
 /// The status line of a recording: once a second, on a terminal only.
@@ -111,6 +113,12 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             "  {} processes created while the probes were attached got them late: their first calls may be missing",
             s.late_probes
         )?;
+    }
+    if !s.stacks_cut.is_empty() {
+        let why: Vec<String> = (s.stacks_cut.iter())
+            .map(|(reason, n)| format!("{n} ({reason})"))
+            .collect();
+        writeln!(out, "  stacks cut short: {}", why.join(", "))?;
     }
     if s.uncertain_probes > 0 {
         writeln!(
