@@ -96,7 +96,7 @@ impl StackNames {
                 None => hex("[unknown]", addr),
             };
         };
-        let offset = addr - m.start + m.offset;
+        let offset = (addr - m.start).wrapping_add(m.offset);
         let module = Path::new(&m.path)
             .file_name()
             .map_or(m.path.clone(), |n| n.to_string_lossy().into_owned());
@@ -153,4 +153,54 @@ fn read_perf_map(tgid: u32) -> Vec<(u64, u64, String)> {
         .collect();
     out.sort_by_key(|e| e.0);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_file::{KernelSymbol, StackTable};
+
+    #[test]
+    fn jit_code_by_perf_map_kernel_by_symbols_the_rest_in_hex() {
+        // A process id no process has: its perf map is ours.
+        let tgid = u32::MAX - 7;
+        let map = format!("/tmp/perf-{tgid}.map");
+        std::fs::write(
+            &map,
+            "7f0000001000 40 LazyCompile:*handle app.js:10\nbad line\n",
+        )
+        .unwrap();
+        let mut store = StackStore::default();
+        store.absorb(StackTable {
+            kernel_symbols: vec![KernelSymbol {
+                addr: 0xffff_0000,
+                end: 0xffff_0100,
+                name: "schedule".into(),
+            }],
+            ..Default::default()
+        });
+        let stack = StackDef {
+            id: 1,
+            tgid,
+            user: vec![0x7f00_0000_1010, 0x1234],
+            kernel: vec![0xffff_0010, 0xffff_0200],
+            cut: Some("unwind: no unwind information".into()),
+        };
+        let names: Vec<String> = StackNames::new()
+            .frames(&store, 0, &stack)
+            .into_iter()
+            .map(|f| f.function)
+            .collect();
+        std::fs::remove_file(&map).unwrap();
+        assert_eq!(
+            names,
+            [
+                "[cut: unwind]",
+                "[unknown]+0x1234",
+                "LazyCompile:*handle app.js:10",
+                "[kernel]+0xffff0200",
+                "schedule",
+            ]
+        );
+    }
 }

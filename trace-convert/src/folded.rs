@@ -248,9 +248,10 @@ impl Stacks {
             Item::Sample(smp) => {
                 self.stacked.insert(smp.thread);
                 self.blocking.note(&smp);
-                if smp.on_cpu && inside(window, smp.time, smp.time + 1) > 0 {
+                if smp.on_cpu && inside(window, smp.time, smp.time.saturating_add(1)) > 0 {
                     let key = (smp.thread, Some((smp.source, smp.stack)), 0);
-                    *self.sampled.entry(key).or_default() += smp.period;
+                    let ns = self.sampled.entry(key).or_default();
+                    *ns = ns.saturating_add(smp.period);
                 }
             }
             Item::State(s) => {
@@ -261,7 +262,8 @@ impl Stacks {
                 if let Some(l) = leaf.filter(|&l| l != 0) {
                     let ns = inside(window, s.begin, s.end);
                     if ns > 0 {
-                        *self.sampled.entry((s.thread, stack, l)).or_default() += ns;
+                        let sum = self.sampled.entry((s.thread, stack, l)).or_default();
+                        *sum = sum.saturating_add(ns);
                     }
                 }
                 let th = self.thread(s.thread);

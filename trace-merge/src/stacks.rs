@@ -100,3 +100,97 @@ impl Blocking {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(time: u64, stack: u32, on_cpu: bool) -> Sample {
+        Sample {
+            thread: 0,
+            time,
+            cpu: 0,
+            source: 0,
+            stack,
+            on_cpu,
+            period: 0,
+        }
+    }
+
+    fn interval(state: ThreadState, begin: u64, end: u64) -> StateInterval {
+        StateInterval {
+            thread: 0,
+            tid: 1,
+            tgid: 1,
+            state,
+            begin,
+            end,
+            cpu: None,
+        }
+    }
+
+    #[test]
+    fn time_off_the_cpu_goes_under_the_stack_it_blocked_in_until_it_runs_again() {
+        let mut b = Blocking::default();
+        // On-CPU samples say nothing of where it blocks.
+        b.note(&sample(5, 1, true));
+        assert_eq!(b.stack_of(&interval(ThreadState::Blocked, 10, 20)), None);
+        b.note(&sample(9, 2, false));
+        // The running time before the switch ends after the stack was taken: it stays.
+        assert_eq!(b.stack_of(&interval(ThreadState::Running, 0, 10)), None);
+        let blocked = b.stack_of(&interval(ThreadState::Blocked, 10, 20));
+        assert_eq!(blocked.map(|s| s.stack), Some(2));
+        // A blocked state cut in pieces: every piece is under it.
+        let io = b.stack_of(&interval(ThreadState::Io, 20, 30));
+        assert_eq!(io.map(|s| s.stack), Some(2));
+        // Waiting for a CPU is not blocking.
+        assert_eq!(b.stack_of(&interval(ThreadState::Ready, 30, 31)), None);
+        // It ran again: the next blocked time needs a stack of its own.
+        assert_eq!(b.stack_of(&interval(ThreadState::Running, 31, 40)), None);
+        assert_eq!(b.stack_of(&interval(ThreadState::Blocked, 40, 50)), None);
+    }
+
+    #[test]
+    fn addresses_find_the_latest_mapping_and_the_kernel_function_that_holds_them() {
+        let mut s = StackStore::default();
+        let map = |start, path: &str| Mapping {
+            start,
+            end: start + 0x1000,
+            offset: 0,
+            path: path.into(),
+            build_id: None,
+        };
+        s.absorb(StackTable {
+            stacks: vec![StackDef {
+                id: 1,
+                tgid: 7,
+                ..Default::default()
+            }],
+            mappings: vec![ProcessMappings {
+                tgid: 7,
+                at_ns: 1,
+                maps: vec![map(0x1000, "/old")],
+            }],
+            kernel_symbols: vec![KernelSymbol {
+                addr: 0x100,
+                end: 0x180,
+                name: "schedule".into(),
+            }],
+        });
+        s.absorb(StackTable {
+            mappings: vec![ProcessMappings {
+                tgid: 7,
+                at_ns: 2,
+                maps: vec![map(0x1000, "/new"), map(0x3000, "/lib")],
+            }],
+            ..Default::default()
+        });
+        assert_eq!(s.len(), 1);
+        assert!(s.stack(1).is_some() && s.stack(2).is_none());
+        assert_eq!(s.mapping(7, 0x1800).unwrap().path, "/new");
+        assert_eq!(s.mapping(7, 0x3000).unwrap().path, "/lib");
+        assert!(s.mapping(7, 0x2000).is_none() && s.mapping(8, 0x1800).is_none());
+        assert_eq!(s.kernel_symbol(0x17f).unwrap().name, "schedule");
+        assert!(s.kernel_symbol(0x180).is_none() && s.kernel_symbol(0xff).is_none());
+    }
+}

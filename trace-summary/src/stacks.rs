@@ -76,16 +76,16 @@ impl trace_merge::Consumer for Collect {
                 self.blocking.note(&s);
                 let w = self.weights.entry((s.source, s.stack)).or_default();
                 if s.on_cpu {
-                    w[0] += 1;
-                    w[1] += s.period;
+                    add(&mut w[0], 1);
+                    add(&mut w[1], s.period);
                 } else {
-                    w[3] += 1;
+                    add(&mut w[3], 1);
                 }
             }
             Item::State(iv) => {
                 if let Some(b) = self.blocking.stack_of(&iv) {
                     let w = self.weights.entry((b.source, b.stack)).or_default();
-                    w[2] += iv.end.saturating_sub(iv.begin);
+                    add(&mut w[2], iv.end.saturating_sub(iv.begin));
                 }
             }
             _ => {}
@@ -154,10 +154,10 @@ fn counted(files: &[PathBuf]) -> Result<(Weights, Vec<StackStore>), Error> {
                     for s in w.stacks {
                         let e = weights.entry((source as u32, s.stack)).or_default();
                         if s.on_cpu {
-                            e[0] += s.count;
-                            e[1] += s.count * w.stack_period_ns;
+                            add(&mut e[0], s.count);
+                            add(&mut e[1], s.count.saturating_mul(w.stack_period_ns));
                         } else {
-                            e[3] += s.count;
+                            add(&mut e[3], s.count);
                         }
                     }
                 }
@@ -183,7 +183,10 @@ fn aggregate(weights: Weights, stores: &[&StackStore]) -> StackSummary {
         };
         let Some(def) = store.stack(id) else { continue };
         if let Some(why) = &def.cut {
-            *cut.entry(why.clone()).or_default() += samples + blocks;
+            add(
+                cut.entry(why.clone()).or_default(),
+                samples.saturating_add(blocks),
+            );
         }
         let frames = names.frames(store, source, def);
         let mut seen = std::collections::HashSet::new();
@@ -192,22 +195,19 @@ fn aggregate(weights: Weights, stores: &[&StackStore]) -> StackSummary {
                 continue;
             }
             let r = rows.entry(f.function.clone()).or_default();
-            r.on_cpu_total_ns += on_ns;
-            r.off_cpu_total_ns += off_ns;
-            r.blocks_total += blocks;
+            add(&mut r.on_cpu_total_ns, on_ns);
+            add(&mut r.off_cpu_total_ns, off_ns);
+            add(&mut r.blocks_total, blocks);
         }
         if let Some(leaf) = frames.last() {
             let r = rows.entry(leaf.function.clone()).or_default();
-            r.on_cpu_self_samples += samples;
-            r.on_cpu_self_ns += on_ns;
-            r.off_cpu_self_ns += off_ns;
-            r.blocks_self += blocks;
+            add(&mut r.on_cpu_self_samples, samples);
+            add(&mut r.on_cpu_self_ns, on_ns);
+            add(&mut r.off_cpu_self_ns, off_ns);
+            add(&mut r.blocks_self, blocks);
             if let Some(loc) = leaf.location() {
-                *places
-                    .entry(leaf.function.clone())
-                    .or_default()
-                    .entry(loc)
-                    .or_default() += on_ns + off_ns;
+                let place = places.entry(leaf.function.clone()).or_default();
+                add(place.entry(loc).or_default(), on_ns.saturating_add(off_ns));
             }
         }
         // A function seen only as a caller still has a file:line of its own.
@@ -299,4 +299,9 @@ pub fn render(
         writeln!(out, "cut short: {n} stacks ({why})")?;
     }
     Ok(())
+}
+
+/// Adds without overflowing: counts from a damaged or hostile file stay at their largest.
+fn add(to: &mut u64, v: u64) {
+    *to = to.saturating_add(v);
 }
