@@ -247,15 +247,48 @@ fn aggregate(weights: Weights, stores: &[&StackStore]) -> StackSummary {
     }
 }
 
-/// Writes `s` as a table (`json`: as one JSON document), its first `top` rows.
+/// Writes the first `top` rows of `s` as a table, one JSON document, or CSV (raw ns).
 pub fn render(
     s: &StackSummary,
-    json: bool,
+    format: crate::Format,
     top: Option<usize>,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let rows = &s.functions[..top.unwrap_or(usize::MAX).min(s.functions.len())];
-    if json {
+    if format == crate::Format::Csv {
+        let mut w = csv::Writer::from_writer(out);
+        let io = |e: csv::Error| Error::Write(e.into());
+        w.write_record([
+            "function",
+            "location",
+            "on_cpu_self_samples",
+            "on_cpu_self_ns",
+            "on_cpu_total_ns",
+            "off_cpu_self_ns",
+            "off_cpu_total_ns",
+            "blocks_self",
+            "blocks_total",
+        ])
+        .map_err(io)?;
+        for r in rows {
+            let n = |v: u64| v.to_string();
+            w.write_record([
+                r.function.clone(),
+                r.location.clone().unwrap_or_default(),
+                n(r.on_cpu_self_samples),
+                n(r.on_cpu_self_ns),
+                n(r.on_cpu_total_ns),
+                n(r.off_cpu_self_ns),
+                n(r.off_cpu_total_ns),
+                n(r.blocks_self),
+                n(r.blocks_total),
+            ])
+            .map_err(io)?;
+        }
+        w.flush()?;
+        return Ok(());
+    }
+    if format == crate::Format::Json {
         let doc = StackSummary {
             functions: rows.to_vec(),
             cut: s.cut.clone(),

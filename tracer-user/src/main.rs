@@ -152,15 +152,14 @@ fn run(cli: Cli) -> Result<()> {
                 salvage: view.salvage,
                 ..Default::default()
             };
-            let json = match view.format.as_str() {
-                "table" => false,
-                "json" => true,
-                other => bail!("--by stack is a table or json, not {other}"),
-            };
+            let format: trace_summary::Format = view.format.parse()?;
+            if format == trace_summary::Format::Junit {
+                bail!("--by stack is a table, json or csv");
+            }
             let summary = trace_summary::stacks::summarize(&files, &merge)
                 .map_err(|e| salvage_hint(e.into()))?;
             let mut out = std::io::stdout().lock();
-            trace_summary::stacks::render(&summary, json, view.top, &mut out)?;
+            trace_summary::stacks::render(&summary, format, view.top, &mut out)?;
             Ok(())
         }
         Command::Summary { files, view } => {
