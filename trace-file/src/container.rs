@@ -13,7 +13,9 @@ use crate::{Error, Result};
 /// First bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"TRACEBPF";
 /// Version of the layout described in `docs/trace-format.md`; what [`Writer::new`] writes.
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3 frames chunks as version 2 does and adds stacks (a chunk kind and two record
+/// kinds), which a version 2 reader would take for damage: it refuses the version instead.
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest version [`Reader`] still reads.
 pub const OLDEST_VERSION: u32 = 1;
 
@@ -282,7 +284,8 @@ pub enum End {
 pub struct ReadOptions {
     /// Instead of failing with [`Error::Corrupt`] on damage, skip to the next chunk whose
     /// header and payload both check, and list what was skipped ([`Reader::skipped`]).
-    /// Only version 2 files can be salvaged; damage in a version 1 file is still an error.
+    /// Only version 2 and later files can be salvaged; damage in a version 1 file is still an
+    /// error.
     pub salvage: bool,
 }
 

@@ -166,7 +166,7 @@ fn header_layout_is_as_documented() {
     w.chunk(ChunkKind::Events, b"abc").unwrap();
     let b = w.into_inner();
     assert_eq!(&b[..8], b"TRACEBPF");
-    assert_eq!(word(&b, 8), 2);
+    assert_eq!(word(&b, 8), 3);
     let h = &b[12..32];
     assert_eq!(h[..4], SYNC);
     assert_eq!(word(h, 4), 5);
@@ -244,7 +244,7 @@ fn every_bit_flipped_is_an_error_or_harmless() {
 
 #[test]
 fn every_truncation_reads_the_complete_chunks_and_says_where_it_was_torn() {
-    for version in [1, 2] {
+    for version in [1, 2, 3] {
         let bytes = sample(version, 8);
         let orig = read(&bytes, false).unwrap();
         let ext = extents(&bytes);
@@ -613,12 +613,12 @@ fn not_a_trace() {
         Err(Error::BadMagic)
     ));
     assert!(matches!(Reader::new(&b""[..]), Err(Error::BadMagic)));
-    for v in [0u32, 3, u32::MAX] {
+    for v in [0u32, 4, u32::MAX] {
         let mut b = MAGIC.to_vec();
         b.extend_from_slice(&v.to_le_bytes());
         let e = Reader::new(&b[..]).err().unwrap();
         assert!(matches!(e, Error::Version(x) if x == v));
         assert!(is_one_line_error(&e));
     }
-    assert!(Writer::with_version(Vec::new(), 3).is_err());
+    assert!(Writer::with_version(Vec::new(), 4).is_err());
 }
