@@ -71,14 +71,15 @@ fn a_pre_forking_server_is_traced_whole_by_its_masters_pid() {
             _ => None,
         })
         .collect();
-    // How the requests spread over the workers is the scheduler's: at least one of the
-    // first and six of the new ones (a worker is replaced once it served its share).
+    // How the requests spread over the workers is the scheduler's. The three first serve
+    // at most 90 of the 240, so at least 150 are served by new workers, at most 30 each:
+    // at least five of them called.
     assert!(
         callers.difference(&created).count() >= 1,
         "no worker of the start called"
     );
     assert!(
-        callers.intersection(&created).count() >= 6,
+        callers.intersection(&created).count() >= 5,
         "workers created while recording were not probed"
     );
     // Each process created while recording is described in the file.
