@@ -49,13 +49,25 @@ pub enum Error {
         what: String,
     },
     /// A metadata chunk whose checksum held but whose JSON does not decode.
-    #[error("bad metadata in chunk at byte {offset}: {source}")]
+    #[error("bad metadata in chunk at byte {offset}: {}", one_line(.source))]
     Meta {
         /// File offset of the chunk.
         offset: u64,
         /// What the JSON decoder said.
         source: serde_json::Error,
     },
+}
+
+/// The JSON decoder's message with control characters escaped: it quotes the input (an
+/// unknown variant's name, say), which a damaged file can fill with newlines.
+fn one_line(e: &serde_json::Error) -> String {
+    e.to_string()
+        .chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
 }
 
 /// A result whose error is a trace file [`Error`].
