@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use trace_file::{ChunkKind, Reader, Trailer};
 use tracer_tests::{build_fixture, build_go_fixture, load, wait_until, Server, ServerOptions};
 
+use crate::progcost;
 use crate::setup::{status, workspace};
 
 const ROUNDS: usize = 3;
@@ -99,12 +100,14 @@ pub fn run(only: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// perf and bpftrace are the baselines and GNU time measures peak memory.
+/// perf and bpftrace are the baselines, GNU time measures peak memory and bpftool reads
+/// the programs' own time.
 fn ensure_perf() -> Result<()> {
     crate::setup::ensure_commands(&[
         ("perf", "linux-perf"),
         ("bpftrace", "bpftrace"),
         ("/usr/bin/time", "time"),
+        ("bpftool", "bpftool"),
     ])
 }
 
@@ -207,6 +210,9 @@ struct Run {
     cpu_per_req: f64,
     bytes: u64,
     events: u64,
+    requests: u64,
+    /// The tool's programs' own runs and time under the load, when asked.
+    programs: progcost::Costs,
 }
 
 fn one_server_run(
@@ -215,7 +221,9 @@ fn one_server_run(
     mode: Mode,
     load_secs: u64,
     server: &ServerOptions,
+    costs: bool,
 ) -> Result<Run> {
+    let stats = costs.then(progcost::Stats::on).transpose()?;
     let server = Server::start(server)?;
     let pid = server.pid();
     let out = dir.join(match mode {
@@ -308,6 +316,7 @@ fn one_server_run(
             Some(c)
         }
     };
+    let before = stats.as_ref().map(|s| s.now()).transpose()?;
     let cpu0 = cpu_ns(pid);
     let t0 = Instant::now();
     let report = load(
@@ -320,6 +329,10 @@ fn one_server_run(
     );
     let secs = t0.elapsed().as_secs_f64();
     let cpu = cpu_ns(pid) - cpu0;
+    let programs = match (&stats, &before) {
+        (Some(s), Some(b)) => progcost::between(b, &s.now()?),
+        _ => Default::default(),
+    };
     if let Some(c) = tool {
         interrupt(c)?;
     }
@@ -334,6 +347,8 @@ fn one_server_run(
         cpu_per_req: cpu as f64 / report.requests.max(1) as f64,
         bytes: file_len(&out),
         events,
+        requests: report.requests,
+        programs,
     })
 }
 
@@ -396,7 +411,14 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
         ] {
             runs.push((
                 mode,
-                one_server_run(tracer, dir, mode, LOAD_SECS, &ServerOptions::default())?,
+                one_server_run(
+                    tracer,
+                    dir,
+                    mode,
+                    LOAD_SECS,
+                    &ServerOptions::default(),
+                    false,
+                )?,
             ));
         }
     }
@@ -638,6 +660,7 @@ fn convert_vs_perf_script(tracer: &Path, dir: &Path) -> Result<()> {
         Mode::Tracer,
         CONVERT_LOAD_SECS,
         &ServerOptions::default(),
+        false,
     );
     let theirs = one_server_run(
         tracer,
@@ -645,6 +668,7 @@ fn convert_vs_perf_script(tracer: &Path, dir: &Path) -> Result<()> {
         Mode::Perf,
         CONVERT_LOAD_SECS,
         &ServerOptions::default(),
+        false,
     );
     remove_perf_probes();
     let (ours, theirs) = (ours?, theirs?);
@@ -723,7 +747,14 @@ fn stat_by_class(tracer: &Path, dir: &Path) -> Result<()> {
     let mut runs: Vec<(Mode, Run)> = vec![];
     for _ in 0..ROUNDS {
         for &mode in &modes {
-            let run = one_server_run(tracer, dir, mode, LOAD_SECS, &ServerOptions::default())?;
+            let run = one_server_run(
+                tracer,
+                dir,
+                mode,
+                LOAD_SECS,
+                &ServerOptions::default(),
+                false,
+            )?;
             runs.push((mode, run));
         }
     }
@@ -751,7 +782,42 @@ fn stat_by_class(tracer: &Path, dir: &Path) -> Result<()> {
             added(on) / added(floor).max(1e-9),
         );
     }
+    // The programs' own time, in runs of their own: the statistics cost time too.
+    println!("each program's own time (kernel.bpf_stats), ours / empty, under the same load:");
+    for c in classes {
+        let per = |empty| {
+            one_server_run(
+                tracer,
+                dir,
+                Mode::StatClasses(c, empty),
+                LOAD_SECS,
+                &ServerOptions::default(),
+                true,
+            )
+        };
+        let (ours, empty) = (per(false)?, per(true)?);
+        println!(
+            "--events {c}: {:.0} ns/request against {:.0}",
+            per_request(&ours),
+            per_request(&empty)
+        );
+        for (what, r) in [("ours", &ours), ("empty", &empty)] {
+            for (name, c) in &r.programs {
+                println!(
+                    "  {what:<5} {name:<16} {:>6.2} runs/request x {:>4.0} ns = {:>5.0} ns/request",
+                    c.runs as f64 / r.requests.max(1) as f64,
+                    c.ns as f64 / c.runs.max(1) as f64,
+                    c.ns as f64 / r.requests.max(1) as f64,
+                );
+            }
+        }
+    }
     Ok(())
+}
+
+/// The programs' own time per request of a run.
+fn per_request(r: &Run) -> f64 {
+    r.programs.values().map(|c| c.ns).sum::<u64>() as f64 / r.requests.max(1) as f64
 }
 
 fn stat_by_request_cost(tracer: &Path, dir: &Path) -> Result<()> {
@@ -762,7 +828,7 @@ fn stat_by_request_cost(tracer: &Path, dir: &Path) -> Result<()> {
         };
         let (mut base, mut stat, mut floor) = (vec![], vec![], vec![]);
         for _ in 0..ROUNDS {
-            let run = |mode| one_server_run(tracer, dir, mode, LOAD_SECS, &opts);
+            let run = |mode| one_server_run(tracer, dir, mode, LOAD_SECS, &opts, false);
             base.push(run(Mode::Untraced)?);
             stat.push(run(Mode::Stat)?);
             floor.push(run(Mode::Floor)?);

@@ -8,6 +8,7 @@ mod demo;
 mod fuzz;
 mod golden;
 mod parquet;
+mod progcost;
 mod setup;
 mod test;
 
