@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use trace_file::Event;
 use tracer_tests::*;
@@ -312,4 +313,89 @@ fn stat_counts_stacks_in_the_kernel() {
         .find(|f| f["function"] == "spinner")
         .unwrap();
     assert!(spinner["on_cpu_total_ns"].as_u64().unwrap() > 0);
+}
+
+/// Stacks yield to events: while the recorder is stopped (SIGSTOP), two threads that block
+/// and wake each other 30,000 times a second fill its ring with blocking stacks (up to
+/// 16 KiB each); past half the ring, stacks are shed and counted, and the switches and
+/// wakeups still fit: no event is lost. Every blocking switch of the fixture's threads has
+/// its stack in the file or is counted shed.
+#[test]
+fn stacks_yield_to_events_when_the_ring_fills() {
+    use trace_file::{ChunkKind, EventChunkDecoder, LostCounts, Reader};
+    use tracer_abi::task_state;
+
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut fx = Piped::spawn(&build_fixture("pingpong"), &["3", "20"]);
+    let tids = fx.numbers("TIDS", Duration::from_secs(10));
+    let out = dir.path().join("p.trace");
+    let rec = start_tracer_saying(
+        "record",
+        fx.pid(),
+        &out,
+        &["--stacks", "--frequency", "1", "--events", "sched"],
+        || Some(out.clone()),
+    );
+    fx.send(b"g");
+    // The ring fills with stacks in about 10 ms of the recorder's absence; the switches
+    // and wakeups that follow take about 3 MB a second of it.
+    std::thread::sleep(Duration::from_millis(500));
+    let signal = |sig| {
+        // SAFETY: signalling our own child.
+        assert_eq!(unsafe { libc::kill(rec.id() as i32, sig) }, 0);
+    };
+    signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(libc::SIGCONT);
+    assert!(fx.wait(Duration::from_secs(20)).success());
+    let rounds = fx.numbers("ROUNDS", Duration::from_secs(5))[0];
+    let output = stop_tracer(rec);
+    let said = String::from_utf8_lossy(&output.stderr);
+
+    let mut reader = Reader::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let (mut blocking, mut stacks, mut lost) = (0u64, 0u64, LostCounts::default());
+    while let Some(c) = reader.next_chunk().unwrap() {
+        match c.kind {
+            ChunkKind::Events => {
+                for r in EventChunkDecoder::new(&c.payload, c.offset).unwrap() {
+                    let r = r.unwrap();
+                    if r.tid != fx.pid() && !tids.contains(&(r.tid as u64)) {
+                        continue;
+                    }
+                    match r.event {
+                        Event::Switch { prev_state, .. }
+                            if prev_state & task_state::REPORT != 0
+                                && prev_state & task_state::EXITED == 0 =>
+                        {
+                            blocking += 1
+                        }
+                        Event::BlockStack { .. } => stacks += 1,
+                        _ => {}
+                    }
+                }
+            }
+            ChunkKind::Lost => lost = c.meta().unwrap(),
+            _ => {}
+        }
+    }
+    eprintln!(
+        "{rounds} rounds: {blocking} blocking switches, {stacks} stacks, {} shed, lost {:?} (skipped {})",
+        lost.stacks_shed, lost.per_cpu, lost.skipped
+    );
+    assert!(lost.stacks_shed > 0, "no stack shed: {said}");
+    assert_eq!(lost.per_cpu.iter().sum::<u64>(), 0, "events lost: {said}");
+    // On-CPU samples are shed too: at 1 Hz, at most one a CPU a second of the run.
+    let shed_blocking = blocking.saturating_sub(stacks);
+    assert!(
+        (shed_blocking..=shed_blocking + 2 * 5).contains(&lost.stacks_shed),
+        "{blocking} blocking switches, {stacks} with their stack, {} shed: {said}",
+        lost.stacks_shed
+    );
+    assert!(
+        said.contains(&format!("{} stacks not taken", lost.stacks_shed)),
+        "{said}"
+    );
+    // The ring kept stacks too: shedding starts at half of it, not at the first stack.
+    assert!(stacks > 100, "{stacks} stacks kept");
 }

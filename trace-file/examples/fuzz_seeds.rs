@@ -208,6 +208,7 @@ fn lost() -> LostCounts {
         per_cpu: vec![0, 17],
         threads_not_traced: 1,
         skipped: 2,
+        stacks_shed: 3,
     }
 }
 

@@ -201,6 +201,10 @@ pub struct LostCounts {
     /// Program runs the kernel skipped (its recursion guard): events never produced.
     #[serde(default)]
     pub skipped: u64,
+    /// Stacks not taken because the ring buffer was over half full (`--stacks`): the
+    /// events are recorded, without their stacks.
+    #[serde(default)]
+    pub stacks_shed: u64,
 }
 
 /// Written last by a recorder that stopped cleanly.

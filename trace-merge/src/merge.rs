@@ -121,6 +121,8 @@ pub struct Source {
     pub threads_not_traced: u64,
     /// Program runs the kernel skipped: events never produced (last count read).
     pub skipped: u64,
+    /// Stacks not taken, the ring being over half full (last count read).
+    pub stacks_shed: u64,
     /// The trailer, when the recorder stopped cleanly.
     pub trailer: Option<Trailer>,
     /// Byte offset of a torn last chunk, when the file ends inside one.
@@ -695,6 +697,7 @@ fn open_one(path: &Path, salvage: bool) -> Result<(Source, Input)> {
         probes: Vec::new(),
         threads_not_traced: 0,
         skipped: 0,
+        stacks_shed: 0,
         trailer: None,
         truncated_at: None,
         damage: Vec::new(),
@@ -780,6 +783,7 @@ fn read_meta(s: &mut Source, c: &Chunk) -> Result<()> {
             }
             s.threads_not_traced = s.threads_not_traced.max(l.threads_not_traced);
             s.skipped = s.skipped.max(l.skipped);
+            s.stacks_shed = s.stacks_shed.max(l.stacks_shed);
         }
         ChunkKind::Trailer => s.trailer = Some(c.meta().map_err(bad)?),
         ChunkKind::Stacks => s.stacks.absorb(c.meta().map_err(bad)?),

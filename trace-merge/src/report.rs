@@ -76,6 +76,10 @@ pub struct InputReport {
     pub lost_by_kernel: u64,
     /// Threads the kernel filter had no room for, summed over inputs.
     pub threads_not_traced: u64,
+    /// Stacks not taken, the ring being over half full, summed over inputs: their
+    /// events are there, and time off the CPU they would have explained is under no
+    /// stack.
+    pub stacks_shed: u64,
     /// Inputs that end inside a chunk, with the byte offset of the torn chunk.
     pub truncated: Vec<(PathBuf, u64)>,
     /// Damaged regions a salvaging read stepped over, per input.
@@ -100,6 +104,7 @@ impl InputReport {
             max_lateness_ns: ms.max_lateness_ns,
             lost_by_kernel: sum(m.sources().iter().map(|s| s.lost())),
             threads_not_traced: sum(m.sources().iter().map(|s| s.threads_not_traced)),
+            stacks_shed: sum(m.sources().iter().map(|s| s.stacks_shed)),
             truncated: (m.sources().iter())
                 .filter_map(|s| s.truncated_at.map(|o| (s.path.clone(), o)))
                 .collect(),
@@ -130,6 +135,13 @@ impl std::fmt::Display for InputReport {
             "out of order: {} (max {} ns late), lost by kernel: {}, threads not traced: {}",
             self.out_of_order, self.max_lateness_ns, self.lost_by_kernel, self.threads_not_traced
         )?;
+        if self.stacks_shed > 0 {
+            writeln!(
+                f,
+                "stacks not taken (ring buffer over half full; the events are there): {}",
+                self.stacks_shed
+            )?;
+        }
         for (p, at) in &self.truncated {
             writeln!(f, "truncated: {} at byte {at}", p.display())?;
         }

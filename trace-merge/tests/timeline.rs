@@ -511,6 +511,7 @@ fn times_past_i64_stay_in_the_future_and_damaged_counts_saturate() {
     b.lost = Some(trace_file::LostCounts {
         per_cpu: vec![u64::MAX, 3],
         skipped: 9,
+        stacks_shed: 7,
         ..Default::default()
     });
     let dir = tempfile::tempdir().unwrap();
@@ -519,4 +520,7 @@ fn times_past_i64_stay_in_the_future_and_damaged_counts_saturate() {
     assert_eq!(tl.merger().sources()[0].lost(), u64::MAX);
     let report = trace_merge::InputReport::of(&tl);
     assert_eq!(report.lost_by_kernel, u64::MAX);
+    // Shed stacks are not lost events: counted apart, and said.
+    assert_eq!(report.stacks_shed, 7);
+    assert!(report.to_string().contains("stacks not taken"), "{report}");
 }

@@ -274,6 +274,7 @@ pub fn server_scenario() -> TraceBuilder {
         per_cpu: vec![0, 2],
         threads_not_traced: 0,
         skipped: 0,
+        stacks_shed: 0,
     });
     b.stop(3000);
     b

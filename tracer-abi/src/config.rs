@@ -90,8 +90,11 @@ pub mod counter {
     pub const THREADS_FULL: u32 = 1;
     /// Counting mode: updates an aggregation map had no room for.
     pub const STAT_FULL: u32 = 2;
+    /// Stacks not taken because the ring buffer was over half full: stacks yield to
+    /// the other records (`--stacks`).
+    pub const STACKS_SHED: u32 = 3;
     /// How many counters there are.
-    pub const COUNT: u32 = 3;
+    pub const COUNT: u32 = 4;
 }
 
 /// How the programs behave, set by the recorder before loading (frozen `.rodata`: the

@@ -12,11 +12,14 @@
 //! ring's cold memory: docs/performance.md) and only its used part is sent.
 
 use aya_ebpf::{
-    bindings::{pt_regs, BPF_ANY, BPF_F_REUSE_STACKID, BPF_F_USER_STACK, BPF_RB_NO_WAKEUP},
+    bindings::{
+        pt_regs, BPF_ANY, BPF_F_REUSE_STACKID, BPF_F_USER_STACK, BPF_RB_AVAIL_DATA,
+        BPF_RB_NO_WAKEUP,
+    },
     btf_maps::{PerCpuArray, PerCpuHashMap, StackTrace},
     helpers::generated::{
         bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_get_stack, bpf_get_stackid,
-        bpf_probe_read_user, bpf_task_pt_regs,
+        bpf_probe_read_user, bpf_ringbuf_query, bpf_task_pt_regs,
     },
     macros::{btf_map, btf_tracepoint, perf_event},
     programs::{BtfTracePointContext, PerfEventContext},
@@ -118,6 +121,20 @@ pub fn capture<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32, cause: u32, period:
     if config().stacks == 0 {
         return;
     }
+    // SAFETY: helper without preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let Some(rb) = EVENTS.get(cpu) else {
+        bump(counter::LOST);
+        return;
+    };
+    // A stack is the largest record and the least needed: past half the ring, stacks
+    // are shed (and counted) so that the records of events still fit.
+    let ring = rb as *const _ as *mut core::ffi::c_void;
+    // SAFETY: the helper reads the ring's positions; `ring` is one of our ring buffers.
+    if unsafe { bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA as u64) } > RING_BYTES as u64 / 2 {
+        bump(counter::STACKS_SHED);
+        return;
+    }
     let Some(raw) = STACK_SCRATCH.get_ptr_mut(0) else {
         return;
     };
@@ -164,11 +181,6 @@ pub fn capture<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32, cause: u32, period:
         }
         (*raw).user_len = off as u32;
         (*raw).user_err = err as i32;
-        let cpu = bpf_get_smp_processor_id();
-        let Some(rb) = EVENTS.get(cpu) else {
-            bump(counter::LOST);
-            return;
-        };
         let len = StackRaw::FIXED + (off & (USER_STACK_BYTES * 2 - 1));
         let bytes = core::slice::from_raw_parts(raw as *const u8, len);
         if rb

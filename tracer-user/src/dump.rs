@@ -165,8 +165,8 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
             let l: LostCounts = chunk.meta()?;
             writeln!(
                 out,
-                "# lost per_cpu={:?} threads_not_traced={} skipped={}",
-                l.per_cpu, l.threads_not_traced, l.skipped
+                "# lost per_cpu={:?} threads_not_traced={} skipped={} stacks_shed={}",
+                l.per_cpu, l.threads_not_traced, l.skipped, l.stacks_shed
             )?;
         }
         ChunkKind::Trailer => {

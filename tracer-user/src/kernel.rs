@@ -611,10 +611,12 @@ impl Kernel {
     pub fn losses(&self) -> Result<Losses> {
         let lost = self.counters.get(&counter::LOST, 0)?;
         let full = self.counters.get(&counter::THREADS_FULL, 0)?;
+        let shed = self.counters.get(&counter::STACKS_SHED, 0)?;
         Ok(Losses {
             per_cpu: lost.iter().copied().take(self.rings.len()).collect(),
             threads_not_traced: full.iter().sum(),
             skipped: self.skipped(),
+            stacks_shed: shed.iter().sum(),
         })
     }
 
@@ -653,6 +655,9 @@ pub struct Losses {
     pub per_cpu: Vec<u64>,
     pub threads_not_traced: u64,
     pub skipped: u64,
+    /// Stacks not taken, the ring being over half full (not events: their records are
+    /// there, without a stack).
+    pub stacks_shed: u64,
 }
 
 impl Losses {
@@ -672,6 +677,7 @@ impl Losses {
                 .threads_not_traced
                 .saturating_sub(base.threads_not_traced),
             skipped: self.skipped.saturating_sub(base.skipped),
+            stacks_shed: self.stacks_shed.saturating_sub(base.stacks_shed),
         }
     }
 
@@ -682,6 +688,7 @@ impl Losses {
             per_cpu: self.per_cpu.clone(),
             threads_not_traced: self.threads_not_traced,
             skipped: self.skipped,
+            stacks_shed: self.stacks_shed,
         }
     }
 }

@@ -204,6 +204,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     Ok(RecordSummary {
         records: d.kinds().collect(),
         lost: losses.total(),
+        stacks_shed: losses.stacks_shed,
         bytes: files.bytes_before + d.w.bytes_written(),
         seconds: started.elapsed().as_secs_f64(),
         reason,
@@ -332,8 +333,9 @@ impl Run<'_> {
     /// Losses are on record as they happen, not only if we get to the end.
     fn note_losses(&mut self) -> Result<()> {
         let losses = losses(&self.s.kernel, self.d)?;
-        if losses.total() != self.status.lost {
+        if (losses.total(), losses.stacks_shed) != (self.status.lost, self.status.stacks_shed) {
             self.status.lost = losses.total();
+            self.status.stacks_shed = losses.stacks_shed;
             let in_file = self.files.losses_in_file(&losses);
             self.d
                 .w

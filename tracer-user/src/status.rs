@@ -19,6 +19,8 @@ pub struct RecordSummary {
     pub records: BTreeMap<&'static str, u64>,
     /// Events lost (see [`crate::kernel::Losses::total`]).
     pub lost: u64,
+    /// Stacks not taken, the ring being over half full.
+    pub stacks_shed: u64,
     /// Bytes of every file written.
     pub bytes: u64,
     pub seconds: f64,
@@ -49,6 +51,8 @@ pub struct Status {
     last_total: u64,
     /// Events lost so far.
     pub lost: u64,
+    /// Stacks not taken so far, the ring being over half full.
+    pub stacks_shed: u64,
 }
 
 impl Status {
@@ -59,6 +63,7 @@ impl Status {
             last: Instant::now(),
             last_total: 0,
             lost: 0,
+            stacks_shed: 0,
         }
     }
 
@@ -119,6 +124,13 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             .map(|(reason, n)| format!("{n} ({reason})"))
             .collect();
         writeln!(out, "  stacks cut short: {}", why.join(", "))?;
+    }
+    if s.stacks_shed > 0 {
+        writeln!(
+            out,
+            "  {} stacks not taken: the ring buffer was over half full, and stacks yield to the events (whose records are all there); their time off the CPU is under no stack",
+            s.stacks_shed
+        )?;
     }
     if s.uncertain_probes > 0 {
         writeln!(
