@@ -6,7 +6,8 @@
 //! directory, in the schema of `docs/parquet.md` ([`SCHEMA_VERSION`]):
 //! - from recordings (`tracer record`), a [`trace_merge::Consumer`] of the timeline writes
 //!   `calls` (one row per call of a probed function, with its state split and self time
-//!   computed as `trace-summary` computes them), `syscalls`, `states` and `links`;
+//!   from [`trace_merge::call_time`], as `trace-summary`'s), `syscalls`, `states` and
+//!   `links`;
 //! - from counting-mode files (`tracer stat`), `windows`: per window a row per function,
 //!   thread and system call, with the counts the summary adds up;
 //! - from both, `threads`, `processes`, `probes` and `files`.
