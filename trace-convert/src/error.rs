@@ -42,5 +42,15 @@ impl Error {
     }
 }
 
+impl atomic_output::OutputError for Error {
+    fn exists(path: PathBuf) -> Error {
+        Error::Exists { path }
+    }
+
+    fn io(path: PathBuf, source: std::io::Error) -> Error {
+        Error::Io { path, source }
+    }
+}
+
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-use crate::output::write_atomically;
+use atomic_output::write_file;
 use stack_names::StackNames;
 use trace_merge::report::require_content;
 use trace_merge::stacks::Blocking;
@@ -66,7 +66,7 @@ impl std::fmt::Display for FoldedReport {
 /// to it and renamed at the end. An existing output is an error unless [`Options::force`].
 /// With a window, only the time inside it is counted.
 pub fn convert(inputs: &[PathBuf], output: &Path, opts: &Options) -> Result<FoldedReport> {
-    write_atomically(output, opts.force, |file, tmp| {
+    write_file(output, opts.force, |file, tmp| {
         let tl = trace_merge::open(inputs, &opts.merge)?;
         let w = &opts.window;
         let window = (w.from_ns, w.until_ns.max(w.from_ns));

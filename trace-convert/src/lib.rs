@@ -8,18 +8,20 @@
 //! - [`folded`]: folded stacks for flame graphs.
 //!
 //! Every output is written to a temporary file beside it and renamed once complete, and
-//! an existing output is replaced only when asked ([`Options::force`]).
+//! an existing output is replaced only when asked ([`Options::force`]): `atomic-output`.
 #![warn(missing_docs)]
 
 pub mod chrome;
 mod error;
 mod fmt;
 pub mod folded;
-mod output;
 pub mod paraver;
 
 pub use error::{Error, Result};
 pub use trace_merge::{InputReport, MergeOptions, Window};
+
+/// An output file being written, failing with this crate's errors.
+type Pending = atomic_output::PendingFile<Error>;
 
 /// What every conversion is asked.
 #[derive(Clone, Debug, Default)]

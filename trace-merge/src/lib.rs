@@ -10,7 +10,9 @@
 //! 2. [`timeline::Timeline`]: the per-thread state machine, yielding [`timeline::Item`]s
 //!    (state intervals, function and system-call spans, wakeup and hand-off links);
 //! 3. consumers, each implementing [`Consumer`] and driven by [`feed`]: the writers
-//!    (crate `trace-convert`) and the aggregator (crate `trace-summary`).
+//!    (crates `trace-convert`, `trace-parquet`) and the aggregator (crate
+//!    `trace-summary`); those that report calls take a call's self time and state split
+//!    from [`call_time`].
 //!
 //! ```no_run
 //! use trace_merge::{timeline::{Item, Timeline}, Consumer, MergeOptions};
@@ -31,6 +33,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod call_time;
 mod error;
 pub mod merge;
 pub mod report;

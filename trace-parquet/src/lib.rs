@@ -6,7 +6,8 @@
 //! directory, in the schema of `docs/parquet.md` ([`SCHEMA_VERSION`]):
 //! - from recordings (`tracer record`), a [`trace_merge::Consumer`] of the timeline writes
 //!   `calls` (one row per call of a probed function, with its state split and self time
-//!   computed as `trace-summary` computes them), `syscalls`, `states` and `links`;
+//!   from [`trace_merge::call_time`], as `trace-summary`'s), `syscalls`, `states` and
+//!   `links`;
 //! - from counting-mode files (`tracer stat`), `windows`: per window a row per function,
 //!   thread and system call, with the counts the summary adds up;
 //! - from both, `threads`, `processes`, `probes` and `files`.
@@ -253,24 +254,11 @@ pub fn convert(inputs: &[PathBuf], output: &Path, opts: &Options) -> Result<Parq
     if inputs.is_empty() {
         return Err(Error::Input(trace_merge::Error::NoInput));
     }
-    if !opts.force && output.exists() {
-        return Err(Error::Exists {
-            path: output.to_owned(),
-        });
-    }
+    atomic_output::refuse_existing::<Error>(output, opts.force)?;
     let headers: Vec<Input> = (inputs.iter())
         .map(|p| read_header(p, opts.merge.salvage))
         .collect::<Result<_>>()?;
-    let parent = match output.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = output.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempdir_in(parent)
-        .map_err(|e| Error::io(output, e))?;
+    let tmp = atomic_output::PendingDir::<Error>::new(output, opts.force)?;
     let mut out = Out::new(tmp.path(), opts.partition);
 
     // Hosts in order of first appearance; each host's recordings in one timeline.
@@ -309,7 +297,7 @@ pub fn convert(inputs: &[PathBuf], output: &Path, opts: &Options) -> Result<Parq
     report.files = (files.into_iter())
         .map(|(p, n)| (p.strip_prefix(&base).unwrap_or(&p).to_owned(), n))
         .collect();
-    commit(tmp, output, opts.force)?;
+    tmp.commit()?;
     Ok(report)
 }
 
@@ -325,36 +313,4 @@ fn add_input(all: &mut InputReport, one: InputReport) {
     all.without_trailer.extend(one.without_trailer);
     all.orphan_func_exits += one.orphan_func_exits;
     all.unresolved_wakeups += one.unresolved_wakeups;
-}
-
-/// Renames the finished temporary directory to `output`; with `force`, an existing
-/// `output` is moved aside first and removed once the new one is in place.
-fn commit(tmp: tempfile::TempDir, output: &Path, force: bool) -> Result<()> {
-    let dir = tmp.keep();
-    let fail = |e| {
-        let _ = std::fs::remove_dir_all(&dir);
-        Error::io(output, e)
-    };
-    let mut old = None;
-    if output.exists() {
-        if !force {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(Error::Exists {
-                path: output.to_owned(),
-            });
-        }
-        let aside = dir.with_extension("old");
-        std::fs::rename(output, &aside).map_err(fail)?;
-        old = Some(aside);
-    }
-    std::fs::rename(&dir, output).map_err(fail)?;
-    if let Some(old) = old {
-        let removed = match std::fs::symlink_metadata(&old) {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&old),
-            Ok(_) => std::fs::remove_file(&old),
-            Err(e) => Err(e),
-        };
-        removed.map_err(|e| Error::io(&old, e))?;
-    }
-    Ok(())
 }

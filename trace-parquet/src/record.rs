@@ -2,20 +2,14 @@
 //! `syscalls`, `states` and `links` as the items come, then `threads`, `processes`,
 //! `probes` and `files` from what the timeline knows at its end.
 //!
-//! **A call's state split and self time** are those of `trace-summary` (its `acc::pass`),
-//! computed the same way so that summing the rows gives the summary's figures exactly
-//! (tests compare them on random traces): every thread carries the cumulative time it
-//! has spent in each state up to the end of its last closed state interval; an entry
-//! takes that vector at the entry time (the open interval counts as running when an
-//! `OnCpu` came after the last close), the return takes it again, and the difference is
-//! the call's running / ready / blocked / I/O time. A call that ends while the thread's
-//! open state is not known (cut by the trace's end) waits for the thread's next interval.
-//! Self time is the call's duration less that of the probed calls it made on the same
-//! thread (on the same goroutine for Go). A recursive function's nested activations have
+//! **A call's state split and self time** are [`trace_merge::call_time`]'s, as the
+//! summary's are, so that summing the rows gives the summary's figures exactly (tests
+//! compare them on random traces). A recursive function's nested activations have
 //! `outermost = false`: the summary counts their time once, in the outermost.
 
 use std::path::PathBuf;
 
+use trace_merge::call_time::{CallStack, EndedCall, GoroutineStacks, Split, StateClock, SPLIT};
 use trace_merge::sysclass;
 use trace_merge::timeline::{
     Item, Link, LinkKind, Span, SpanEnd, StateInterval, SyscallSpan, ThreadState, Timeline,
@@ -25,19 +19,6 @@ use trace_merge::{Consumer, InputReport, MergeOptions};
 use crate::error::{Error, Result};
 use crate::meta;
 use crate::Out;
-
-/// The split of a call's time: running, ready, blocked, I/O, other.
-const SPLIT: usize = 5;
-
-fn split_index(s: ThreadState) -> usize {
-    match s {
-        ThreadState::Running => 0,
-        ThreadState::Ready => 1,
-        ThreadState::Blocked => 2,
-        ThreadState::Io => 3,
-        _ => 4,
-    }
-}
 
 /// The `state` column's value.
 pub(crate) fn state_name(s: ThreadState) -> &'static str {
@@ -61,27 +42,12 @@ fn end_name(e: SpanEnd) -> &'static str {
     }
 }
 
-/// A probed function on a thread's (or goroutine's) stack.
+/// What a call under way carries to its row.
 #[derive(Clone, Copy)]
 struct Frame {
     id: i64,
-    func: u32,
-    begin: u64,
-    /// Cumulative state time of the thread at entry.
-    at: [u64; SPLIT],
-    /// Wall time of probed callees that returned.
-    child_ns: u64,
-    /// No activation of the same function below it on the stack.
-    outer: bool,
     /// The first connection a system call made inside it operated on.
     conn: Option<u32>,
-}
-
-/// A call whose row is complete but for its split.
-#[derive(Clone, Copy)]
-struct Pending {
-    row: CallRow,
-    at: [u64; SPLIT],
 }
 
 /// Everything of a `calls` row but the split.
@@ -112,30 +78,12 @@ struct Th {
     run: i32,
     /// The key of its name, and the name it is the key of.
     name: (i32, String),
-    cum: [u64; SPLIT],
-    since: u64,
-    running: bool,
-    /// The CPU it last started running on.
-    last_cpu: Option<u32>,
-    /// Arrivals on another CPU than the last one since its last interval was written:
-    /// they count in the next (the interval they begin).
+    /// Its time per state, and the rows that wait for their split.
+    clock: StateClock<CallRow>,
+    /// Migrations since its last interval was written: they count in the next (the
+    /// interval they begin).
     migrations: i32,
-    stack: Vec<Frame>,
-    pending: Vec<Pending>,
-}
-
-impl Th {
-    #[inline]
-    fn cum_at(&self, t: u64) -> Option<[u64; SPLIT]> {
-        let mut f = self.cum;
-        if t > self.since {
-            if !self.running {
-                return None;
-            }
-            f[0] += t - self.since;
-        }
-        Some(f)
-    }
+    stack: CallStack<Frame>,
 }
 
 /// Keys of a probe's strings.
@@ -170,7 +118,7 @@ pub(crate) struct Pass<'a> {
     funcs: Vec<Vec<Option<FuncKeys>>>,
     /// System call number -> name key.
     sys_names: Vec<Option<i32>>,
-    goroutines: rustc_hash::FxHashMap<(u32, u64), Vec<Frame>>,
+    goroutines: GoroutineStacks<Frame>,
     max_conn: u32,
 }
 
@@ -237,9 +185,7 @@ impl Consumer for Pass<'_> {
             Item::State(s) => self.state(&s),
             Item::OnCpu { thread, cpu, .. } => {
                 let th = &mut self.threads[thread as usize];
-                th.running = true;
-                th.migrations += th.last_cpu.is_some_and(|c| c != cpu) as i32;
-                th.last_cpu = Some(cpu);
+                th.migrations += th.clock.on_cpu(cpu) as i32;
                 Ok(())
             }
             Item::FuncEntry {
@@ -290,13 +236,9 @@ impl Pass<'_> {
             tid: m.tid as i32,
             run: self.runs[m.source as usize],
             name: (self.out.strings.key(&name), name),
-            cum: [0; SPLIT],
-            since: 0,
-            running: false,
-            last_cpu: None,
+            clock: StateClock::default(),
             migrations: 0,
-            stack: Vec::new(),
-            pending: Vec::new(),
+            stack: CallStack::default(),
         });
         Ok(())
     }
@@ -340,20 +282,10 @@ impl Pass<'_> {
     #[inline]
     fn state(&mut self, s: &StateInterval) -> Result<()> {
         let r = s.thread as usize;
-        let si = split_index(s.state);
-        if !self.threads[r].pending.is_empty() {
-            let pend = std::mem::take(&mut self.threads[r].pending);
-            let cum = self.threads[r].cum;
-            for q in &pend {
-                let mut f = cum;
-                f[si] += q.row.end.clamp(s.begin, s.end) - s.begin;
-                self.call_row(&q.row, &q.at, &f)?;
-            }
+        for (row, split) in self.threads[r].clock.interval(s) {
+            self.call_row(&row, &split)?;
         }
         let th = &mut self.threads[r];
-        th.cum[si] += s.end - s.begin;
-        th.since = s.end;
-        th.running = false;
         let migrations = std::mem::take(&mut th.migrations);
         let (pid, tid, run) = (th.pid, th.tid, th.run);
         let (wall, mono) = (self.wall(s.begin), self.mono(s.begin));
@@ -387,69 +319,54 @@ impl Pass<'_> {
     fn func_entry(&mut self, r: u32, time: u64, func: u32) {
         let id = self.new_id();
         let th = &mut self.threads[r as usize];
-        let at = th.cum_at(time).unwrap_or(th.cum);
-        let outer = !th.stack.iter().any(|f| f.func == func);
-        th.stack.push(Frame {
-            id,
-            func,
-            begin: time,
-            at,
-            child_ns: 0,
-            outer,
-            conn: None,
-        });
+        let at = th.clock.entry(time);
+        th.stack.enter(Frame { id, conn: None }, func, time, at);
     }
 
     #[inline]
     fn func(&mut self, tl: &Timeline, span: &Span) -> Result<()> {
         let r = span.thread as usize;
-        let th = &mut self.threads[r];
-        // The timeline closes frames innermost first: the top is this span's.
-        th.stack.truncate(span.depth as usize + 1);
-        let Some(fr) = th.stack.pop() else {
+        let Some(e) = self.threads[r].stack.end(span) else {
             return Ok(());
         };
-        let dur = span.end.saturating_sub(fr.begin);
-        let parent = th.stack.last_mut().map(|p| {
-            p.child_ns += dur;
-            p.id
-        });
-        let to = th.cum_at(span.end);
-        let source = th.source;
-        let keys = self.func_keys(source, fr.func, tl);
-        let row = CallRow {
-            thread: span.thread,
-            func: fr.func,
-            kind: keys.kind,
-            id: fr.id,
-            parent,
-            depth: span.depth,
-            outer: fr.outer,
-            begin: fr.begin,
-            end: span.end,
-            self_ns: dur.saturating_sub(fr.child_ns),
-            ret: span.ret,
-            end_kind: self.keys.ends[span.end_kind as usize],
-            goroutine: None,
-            conn: fr.conn,
-        };
-        self.thread_name(tl, span.thread);
-        match to {
-            Some(to) => self.call_row(&row, &fr.at, &to),
-            None => {
-                self.threads[r].pending.push(Pending { row, at: fr.at });
-                Ok(())
-            }
+        let row = self.ended(tl, span, &e);
+        match self.threads[r].clock.end(row, &e.call.at, span.end) {
+            Some(split) => self.call_row(&row, &split),
+            None => Ok(()),
         }
     }
 
-    /// Writes a `calls` row, its split the difference of two cumulative vectors.
+    /// The row of a call that ended, all but its split.
     #[inline]
-    fn call_row(&mut self, c: &CallRow, from: &[u64; SPLIT], to: &[u64; SPLIT]) -> Result<()> {
+    fn ended(&mut self, tl: &Timeline, span: &Span, e: &EndedCall<Frame>) -> CallRow {
+        let source = self.threads[span.thread as usize].source;
+        let keys = self.func_keys(source, e.call.func, tl);
+        self.thread_name(tl, span.thread);
+        CallRow {
+            thread: span.thread,
+            func: e.call.func,
+            kind: keys.kind,
+            id: e.call.key.id,
+            parent: e.parent.map(|p| p.id),
+            depth: span.depth,
+            outer: e.call.outer,
+            begin: e.call.begin,
+            end: span.end,
+            self_ns: e.self_ns,
+            ret: span.ret,
+            end_kind: self.keys.ends[span.end_kind as usize],
+            goroutine: span.goroutine,
+            conn: e.call.key.conn,
+        }
+    }
+
+    /// Writes a `calls` row.
+    #[inline]
+    fn call_row(&mut self, c: &CallRow, split: &Split) -> Result<()> {
         let th = &self.threads[c.thread as usize];
         let (pid, tid, run, name, source) = (th.pid, th.tid, th.run, th.name.0, th.source);
         let f = self.funcs[source as usize][c.func as usize].expect("keys made at the call's end");
-        let d = |k: usize| to[k].saturating_sub(from[k]) as i64;
+        let d = |k: usize| split[k] as i64;
         let wall = self.wall(c.begin);
         let (end, mono) = (self.wall(c.end), self.mono(c.begin));
         let (host, end_kind) = (self.keys.host, c.end_kind);
@@ -491,57 +408,17 @@ impl Pass<'_> {
     fn go_entry(&mut self, r: u32, time: u64, func: u32, g: u64) {
         let id = self.new_id();
         let source = self.threads[r as usize].source;
-        let stack = self.goroutines.entry((source, g)).or_default();
-        let outer = !stack.iter().any(|f| f.func == func);
-        stack.push(Frame {
-            id,
-            func,
-            begin: time,
-            at: [0; SPLIT],
-            child_ns: 0,
-            outer,
-            conn: None,
-        });
+        self.goroutines
+            .enter(source, g, Frame { id, conn: None }, func, time);
     }
 
     fn go_func(&mut self, tl: &Timeline, span: &Span) -> Result<()> {
-        let r = span.thread as usize;
-        let g = span.goroutine.unwrap_or(0);
-        let key = (self.threads[r].source, g);
-        let Some(stack) = self.goroutines.get_mut(&key) else {
+        let source = self.threads[span.thread as usize].source;
+        let Some(e) = self.goroutines.end(source, span) else {
             return Ok(());
         };
-        stack.truncate(span.depth as usize + 1);
-        let Some(fr) = stack.pop() else {
-            return Ok(());
-        };
-        let dur = span.end.saturating_sub(fr.begin);
-        let parent = stack.last_mut().map(|p| {
-            p.child_ns += dur;
-            p.id
-        });
-        if stack.is_empty() {
-            self.goroutines.remove(&key);
-        }
-        let keys = self.func_keys(key.0, fr.func, tl);
-        self.thread_name(tl, span.thread);
-        let row = CallRow {
-            thread: span.thread,
-            func: fr.func,
-            kind: keys.kind,
-            id: fr.id,
-            parent,
-            depth: span.depth,
-            outer: fr.outer,
-            begin: fr.begin,
-            end: span.end,
-            self_ns: dur.saturating_sub(fr.child_ns),
-            ret: span.ret,
-            end_kind: self.keys.ends[span.end_kind as usize],
-            goroutine: Some(g),
-            conn: None,
-        };
-        self.call_row(&row, &[0; SPLIT], &[0; SPLIT])
+        let row = self.ended(tl, span, &e);
+        self.call_row(&row, &[0; SPLIT])
     }
 
     /// A USDT probe fired: a `calls` row of kind `usdt`, taking no time.
@@ -556,8 +433,8 @@ impl Pass<'_> {
             func: probe,
             kind: keys.kind,
             id,
-            parent: th.stack.last().map(|f| f.id),
-            depth: th.stack.len() as u32,
+            parent: th.stack.calls().last().map(|f| f.key.id),
+            depth: th.stack.calls().len() as u32,
             outer: true,
             begin: time,
             end: time,
@@ -567,7 +444,7 @@ impl Pass<'_> {
             goroutine: None,
             conn: None,
         };
-        self.call_row(&row, &[0; SPLIT], &[0; SPLIT])
+        self.call_row(&row, &[0; SPLIT])
     }
 
     #[inline]
@@ -576,9 +453,9 @@ impl Pass<'_> {
         let th = &mut self.threads[s.thread as usize];
         // The calls on the stack are about the connection this call operated on.
         if let Some(c) = s.conn.or(s.new_conn) {
-            for f in th.stack.iter_mut().rev() {
-                if f.conn.is_none() {
-                    f.conn = Some(c);
+            for f in th.stack.calls_mut().iter_mut().rev() {
+                if f.key.conn.is_none() {
+                    f.key.conn = Some(c);
                 }
             }
         }
@@ -586,7 +463,7 @@ impl Pass<'_> {
             self.max_conn = self.max_conn.max(c);
         }
         let (pid, tid, run) = (th.pid, th.tid, th.run);
-        let call = th.stack.last().map(|f| f.id);
+        let call = th.stack.calls().last().map(|f| f.key.id);
         let nr = s.nr as usize;
         if self.sys_names.len() <= nr {
             self.sys_names.resize(nr + 1, None);
@@ -674,14 +551,11 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// Calls still waiting for their split had no interval after them: the thread was
-    /// at its last close.
+    /// Writes the rows still waiting for their split.
     fn finish(&mut self) -> Result<()> {
         for r in 0..self.threads.len() {
-            let pend = std::mem::take(&mut self.threads[r].pending);
-            let cum = self.threads[r].cum;
-            for q in &pend {
-                self.call_row(&q.row, &q.at, &cum)?;
+            for (row, split) in self.threads[r].clock.finish() {
+                self.call_row(&row, &split)?;
             }
         }
         Ok(())

@@ -33,8 +33,8 @@ use trace_merge::timeline::{
 
 use crate::error::{Error, Result};
 use crate::fmt::{push_i64, push_u64, push_us};
-use crate::output::write_atomically;
 use crate::{InputReport, Options};
+use atomic_output::write_file;
 
 /// What a conversion read and wrote.
 #[derive(Clone, Debug, Default)]
@@ -81,7 +81,7 @@ impl std::fmt::Display for ChromeReport {
 /// [`Options::force`]. With a window, what is under way at its start (calls, states)
 /// begins there, and what is under way at its end ends there.
 pub fn convert(inputs: &[PathBuf], output: &Path, opts: &Options) -> Result<ChromeReport> {
-    write_atomically(output, opts.force, |file, tmp| {
+    write_file(output, opts.force, |file, tmp| {
         convert_inner(inputs, output, file, tmp, opts)
     })
 }

@@ -8,7 +8,7 @@ use std::io::{BufWriter, Write};
 use super::body::{format_line, Out, OUT_BUF};
 use crate::error::{Error, Result};
 use crate::fmt::Line;
-use crate::output::Pending;
+use crate::Pending;
 
 /// Bytes at the start of the body file kept for the header and the records that come too
 /// late for the body, both known only at the end: when they fit, they are written there

@@ -28,7 +28,7 @@ use trace_merge::report::require_events;
 use trace_merge::timeline::{Item, ThreadState, Timeline};
 
 use crate::error::{Error, Result};
-use crate::output::Pending;
+use crate::Pending;
 use crate::{InputReport, Options};
 
 use body::{BodyWriter, Out};
@@ -170,10 +170,8 @@ pub fn convert_tuned(
     tuning: &Tuning,
 ) -> Result<ConvertReport> {
     let outputs = ["prv", "pcf", "row"].map(|ext| with_ext(stem, ext));
-    if !opts.force {
-        if let Some(p) = outputs.iter().find(|p| p.exists()) {
-            return Err(Error::Exists { path: p.clone() });
-        }
+    for p in &outputs {
+        atomic_output::refuse_existing::<Error>(p, opts.force)?;
     }
     let tl = trace_merge::open(inputs, &opts.merge)?;
     let body = Pending::new(&outputs[0], opts.force)?;

@@ -1,6 +1,7 @@
 //! What one scope (the whole trace, or one window) accumulates per slot, and how two
 //! accumulators of the same element add up (files and windows are merged by name later).
 
+use trace_merge::call_time::SPLIT;
 use trace_merge::timeline::ThreadState;
 
 use super::conn::ConnAcc;
@@ -10,20 +11,6 @@ use crate::Histogram;
 /// results of exabytes) comes near u64's range, and a figure stuck at its largest says so
 /// better than one wrapped around to a small number.
 pub(super) type Sum = std::num::Saturating<u64>;
-
-/// The split of a function's time: running, ready, blocked, I/O, other.
-pub(super) const SPLIT: usize = 5;
-
-/// Where a thread state counts in [`FuncAcc::split`].
-pub(super) fn split_index(s: ThreadState) -> usize {
-    match s {
-        ThreadState::Running => 0,
-        ThreadState::Ready => 1,
-        ThreadState::Blocked => 2,
-        ThreadState::Io => 3,
-        _ => 4,
-    }
-}
 
 /// Where a thread state counts in [`ThreadAcc::states`].
 pub(super) fn state_index(s: ThreadState) -> usize {
@@ -58,7 +45,7 @@ pub(super) struct FuncAcc {
     pub(super) unfinished: u64,
     pub(super) inclusive: Sum,
     pub(super) self_ns: Sum,
-    /// Inclusive time by [`split_index`].
+    /// Inclusive time by [`trace_merge::call_time::split_index`].
     pub(super) split: [Sum; SPLIT],
     pub(super) hist: Histogram,
     pub(super) inner: Vec<InnerAcc>,
