@@ -274,6 +274,10 @@ pub struct FuncWindow {
     pub total_ns: u64,
     /// Their durations, in log2 buckets of nanoseconds.
     pub hist: Vec<u64>,
+    /// Calls chosen to be timed that were not (a Go function's recursion deeper in timed
+    /// calls than the kernel keeps): the timed calls lean to its outer calls.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untimed: u64,
 }
 
 impl FuncWindow {

@@ -90,8 +90,13 @@ pub mod counter {
     pub const THREADS_FULL: u32 = 1;
     /// Counting mode: updates an aggregation map had no room for.
     pub const STAT_FULL: u32 = 2;
+    /// Counting mode: timed Go calls whose start was kept (map `GO_CALLS`).
+    pub const GO_OPENED: u32 = 3;
+    /// Counting mode: of those, the ones closed by their return. The difference at the
+    /// end: calls in progress then, ended by a panic or `runtime.Goexit`, or evicted.
+    pub const GO_CLOSED: u32 = 4;
     /// How many counters there are.
-    pub const COUNT: u32 = 3;
+    pub const COUNT: u32 = 5;
 }
 
 /// How the programs behave, set by the recorder before loading (frozen `.rodata`: the

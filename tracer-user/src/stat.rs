@@ -224,6 +224,7 @@ impl Counting {
                 }
             }
             total.timed = Some(timed);
+            total.untimed = per_cpu.iter().map(|s| s.untimed).sum();
             let prev = self.funcs.insert(p.id, total.clone()).unwrap_or_default();
             let d = FuncWindow {
                 id: p.id,
@@ -231,6 +232,7 @@ impl Counting {
                 timed: Some(timed - prev.timed.unwrap_or(0)),
                 errors: total.errors - prev.errors,
                 total_ns: total.total_ns - prev.total_ns,
+                untimed: total.untimed - prev.untimed,
                 hist: if prev.hist.is_empty() {
                     total.hist.clone()
                 } else {
