@@ -368,21 +368,35 @@ impl Counting {
             "{:<32} {:>10} {:>8} {:>12} {:>12}\n",
             "FUNCTION", "CALLS/s", "ERRORS", "MEAN", "TOTAL"
         );
+        // Time is known from the timed calls only: the mean is theirs, the total scaled
+        // by the exact count; a USDT probe's hits and untimed functions show none.
+        let probe = |id: u32| self.probes.iter().find(|p| p.id == id);
+        let scaled = |f: &FuncWindow, v: u64| match f.timed_calls() {
+            0 => None,
+            n => Some((v as u128 * f.calls as u128 / n as u128) as u64),
+        };
+        let total = |f: &FuncWindow| scaled(f, f.total_ns);
         let mut funcs: Vec<&FuncWindow> = win.functions.iter().collect();
-        funcs.sort_by_key(|f| std::cmp::Reverse(f.total_ns));
+        funcs.sort_by_key(|f| (std::cmp::Reverse(total(f)), std::cmp::Reverse(f.calls)));
         for f in funcs.iter().take(10) {
-            let name = self
-                .probes
-                .iter()
-                .find(|p| p.id == f.id)
-                .map_or("?", |p| p.name.as_str());
+            let p = probe(f.id);
+            let name = p.map_or("?", |p| p.name.as_str());
+            let hits = p.is_some_and(|p| matches!(p.kind, trace_file::ProbeKind::Usdt { .. }));
+            let (errors, mean, sum) = match (total(f), scaled(f, f.errors)) {
+                (Some(t), Some(e)) if !hits => (
+                    e.to_string(),
+                    human_ns(f.total_ns / f.timed_calls()),
+                    human_ns(t),
+                ),
+                _ => ("-".to_string(), "-".to_string(), "-".to_string()),
+            };
             out += &format!(
                 "{:<32} {:>10.0} {:>8} {:>12} {:>12}\n",
                 truncate(name, 32),
                 f.calls as f64 / secs,
-                f.errors,
-                human_ns(f.total_ns / f.calls.max(1)),
-                human_ns(f.total_ns)
+                errors,
+                mean,
+                sum
             );
         }
         out += &format!(
