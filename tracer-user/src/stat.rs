@@ -244,7 +244,9 @@ impl Counting {
                         .collect()
                 },
             };
-            if d.calls > 0 {
+            // A call is counted in the window it entered and timed in the one it returned
+            // in: a window with returns only still has their times.
+            if d.calls > 0 || d.timed != Some(0) || d.untimed > 0 {
                 out.push(d);
             }
         }
@@ -373,7 +375,7 @@ impl Counting {
         let probe = |id: u32| self.probes.iter().find(|p| p.id == id);
         let scaled = |f: &FuncWindow, v: u64| match f.timed_calls() {
             0 => None,
-            n => Some((v as u128 * f.calls as u128 / n as u128) as u64),
+            n => Some((v as u128 * f.calls.max(n) as u128 / n as u128) as u64),
         };
         let total = |f: &FuncWindow| scaled(f, f.total_ns);
         let mut funcs: Vec<&FuncWindow> = win.functions.iter().collect();
