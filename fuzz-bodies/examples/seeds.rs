@@ -43,6 +43,7 @@ fn stat_file() -> Vec<u8> {
                 errors: i,
                 total_ns: 40_000,
                 hist: (0..32).map(|k| u64::from(k == 12)).collect(),
+                untimed: 0,
             }],
             threads: vec![ThreadWindow {
                 tgid: b.threads[0].tgid,

@@ -169,22 +169,6 @@ fn a_stripped_go_server_is_traced_by_goroutine() {
     })
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    // Counting mode cannot pair calls by goroutine: it says so, in one line.
-    let stat = std::process::Command::new(tracer_bin())
-        .args(["stat", "-q", "-d", "1s", "-u", "main.handle", "-o"])
-        .arg(dir.path().join("t.stat"))
-        .args(["--pid", &server.pid().to_string()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&stat.stderr);
-    assert!(!stat.status.success());
-    assert_eq!(
-        err.lines().filter(|l| l.contains("error")).count(),
-        1,
-        "{err}"
-    );
-    assert!(err.contains("main.handle is a Go function"), "{err}");
-
     let out = dir.path().join("t.trace");
     let rec = start_tracer("record", server.pid(), &out, &["-u", "main.handle"]);
     let before = server.stats().unwrap();

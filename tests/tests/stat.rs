@@ -41,7 +41,7 @@ fn read(path: &Path) -> StatFile {
             ChunkKind::Events => {
                 for rec in EventChunkDecoder::new(&c.payload, c.offset).unwrap() {
                     match rec.unwrap().event {
-                        Event::FuncEntry { .. } => f.entries += 1,
+                        Event::FuncEntry { .. } | Event::GoEntry { .. } => f.entries += 1,
                         Event::SysExit { .. } => f.sampled_syscalls += 1,
                         _ => {}
                     }
@@ -59,6 +59,25 @@ fn calls(f: &StatFile, id: u32) -> u64 {
         .flat_map(|w| &w.functions)
         .filter(|x| x.id == id)
         .map(|x| x.calls)
+        .sum()
+}
+
+/// Of those, the calls timed, and those chosen to be timed that were not.
+fn timed(f: &StatFile, id: u32) -> u64 {
+    f.windows
+        .iter()
+        .flat_map(|w| &w.functions)
+        .filter(|x| x.id == id)
+        .map(|x| x.timed_calls())
+        .sum()
+}
+
+fn untimed(f: &StatFile, id: u32) -> u64 {
+    f.windows
+        .iter()
+        .flat_map(|w| &w.functions)
+        .filter(|x| x.id == id)
+        .map(|x| x.untimed)
         .sum()
 }
 
@@ -526,4 +545,205 @@ fn counts_are_exact_at_any_sampling_and_sampled_latencies_agree_with_exact_ones(
             "estimated total {r:.3} of the exact"
         );
     }
+}
+
+/// A stripped Go server, a goroutine per connection, its handler sleeping so goroutines
+/// park and move between threads, counted by three tracers at once: every call timed
+/// (`--exact-latency`), the default one in 64, and a budget with `--sample`, which does
+/// not record Go calls in full and says so. Counts are the server's own exactly; the
+/// exact run's time is the server's own clock plus at most the probes' cost; the server
+/// serves on after the tracers leave and exits cleanly. A Go function whose returns
+/// cannot be probed (assembly) is refused in one line.
+#[test]
+fn go_functions_are_counted_exactly_and_timed_by_goroutine() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        go: true,
+        sleep_us: 300,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let refused = Command::new(tracer_bin())
+        .args(["stat", "-q", "-d", "1s", "-u", "runtime.memmove", "-o"])
+        .arg(dir.path().join("asm.stat"))
+        .args(["--pid", &server.pid().to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot probe the returns of Go function runtime.memmove"),
+        "{err}"
+    );
+
+    let runs = [
+        ("exact", vec!["--exact-latency"]),
+        ("every", vec![]),
+        ("budget", vec!["--time-budget", "100", "--sample", "5"]),
+    ];
+    let started = std::time::Instant::now();
+    let tracers: Vec<Child> = (runs.iter())
+        .map(|(name, extra)| {
+            let out = dir.path().join(format!("{name}.stat"));
+            let mut args = vec!["-u", "main.handle"];
+            args.extend(extra);
+            start_stat_with(server.pid(), &out, &args)
+        })
+        .collect();
+    let before = server.stats().unwrap();
+    let report = load(server.port(), 16, 300, 2048, 8, Duration::from_secs(60));
+    let during = server.stats().unwrap();
+    let elapsed = started.elapsed();
+    let stderr: Vec<String> = (tracers.into_iter())
+        .map(|c| String::from_utf8_lossy(&stop_tracer(c).stderr).into_owned())
+        .collect();
+    let after = load(server.port(), 4, 50, 2048, 4, Duration::from_secs(30));
+    let last = server.stop().expect("the Go server exits cleanly");
+    assert_eq!((report.requests, report.errors), (16 * 300, 0));
+    assert_eq!((after.requests, after.errors), (4 * 50, 0));
+    assert_eq!(last.requests, during.requests + 200);
+    assert_eq!(before.handle_request, 0);
+    let calls_made = during.handle_request;
+    assert_eq!(calls_made, 16 * 300);
+
+    let files: Vec<StatFile> = (runs.iter())
+        .map(|(name, _)| read(&dir.path().join(format!("{name}.stat"))))
+        .collect();
+    for (f, (name, _)) in files.iter().zip(&runs) {
+        assert_eq!(calls(f, 1), calls_made, "{name}: calls");
+        assert!(timed(f, 1) <= calls_made, "{name}: timed");
+        assert!(f.windows.iter().all(|w| w.dropped == 0), "{name}: dropped");
+        assert_eq!(f.entries, 0, "{name}: per-call records");
+    }
+    let cpus = files[0].header.cpus as u64;
+
+    // Every call timed: the probes bracket the server's own clock reads, so the time is
+    // never less than its measure, and more by at most the probes' cost (a trap and a
+    // single step each side, 33-45 us a hit on this VM).
+    assert_eq!(timed(&files[0], 1), calls_made);
+    let summary = |name: &str| {
+        let path = dir.path().join(format!("{name}.stat"));
+        let s = trace_summary::summarize(std::slice::from_ref(&path)).unwrap();
+        s.function("main.handle").unwrap().clone()
+    };
+    let exact = summary("exact");
+    assert!(exact.goroutine && !exact.estimated);
+    let handle_ns = during.handle_ns - before.handle_ns;
+    assert!(
+        exact.inclusive_ns >= handle_ns && exact.inclusive_ns - handle_ns <= calls_made * 50_000,
+        "counted {} ns, the server's own {handle_ns} ns over {calls_made} calls",
+        exact.inclusive_ns
+    );
+    // The 300 us sleep bounds every call from below.
+    assert!(exact.min_ns >= 300_000, "{exact:?}");
+
+    // One call in 64 per CPU, its time scaled by the exact count.
+    let every = summary("every");
+    assert!(
+        every.timed_calls.abs_diff(calls_made / 64) <= cpus,
+        "{} timed of {calls_made}",
+        every.timed_calls
+    );
+    assert!(every.estimated);
+    let r = every.inclusive_ns as f64 / exact.inclusive_ns as f64;
+    assert!(
+        (0.8..=1.25).contains(&r),
+        "estimated total {r:.3} of the exact"
+    );
+
+    // The budget, as for sessions (see the test above); --sample leaves Go calls out.
+    let allowance = (100u64 << 28) / (1_000_000_000 * cpus);
+    let windows = (elapsed.as_nanos() as u64 >> 28) + 2;
+    let bound = allowance.max(1) * cpus * windows;
+    let budgeted = timed(&files[2], 1);
+    assert!(
+        (1..=bound).contains(&budgeted) && budgeted < calls_made,
+        "--time-budget 100: {budgeted} timed (at most {bound})"
+    );
+    assert!(
+        stderr[2].contains("--sample records no call of Go functions")
+            && stderr[2].contains("main.handle"),
+        "{}",
+        stderr[2]
+    );
+}
+
+/// A recursive Go function whose goroutine's stack grows (`main.depth(n)`: n + 1 calls):
+/// counted exactly at every level. With every call timed, each return closes its own
+/// call and the outermost one the whole: the calls timed are the
+/// `tracer_abi::GO_LEVELS` outermost of each request's recursion, the others counted as
+/// chosen but not timed, which the summary says. At one in 64, as many are chosen. A
+/// call timed in a later window than the one it entered keeps its time. The server runs
+/// on.
+#[test]
+fn a_recursive_go_function_is_counted_at_every_level() {
+    use std::io::{BufRead, Read, Write};
+    let _serial = serial();
+    let bin = build_go_fixture("goserver");
+    let mut server = Command::new(&bin)
+        .args(["-addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut addr = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut addr)
+        .unwrap();
+    let get = |n: u64| {
+        let mut s = std::net::TcpStream::connect(addr.trim()).unwrap();
+        write!(s, "GET /work?n={n} HTTP/1.0\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        assert!(reply.contains("200 OK"), "{reply}");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (exact, every) = (dir.path().join("exact.stat"), dir.path().join("every.stat"));
+    // Short windows: the deepest call (a few hundred ms with its probes) enters in one
+    // and returns in another, where its time must still be.
+    let probe = ["-u", "main.depth", "-i", "50ms"];
+    let a = start_tracer(
+        "stat",
+        server.id(),
+        &exact,
+        &[&probe[..], &["--exact-latency"]].concat(),
+    );
+    let b = start_tracer("stat", server.id(), &every, &probe);
+    let ns = [0u64, 1, 2, 5, 7, 8, 20, 3000, 3, 20000];
+    for &n in &ns {
+        get(n);
+    }
+    stop_tracer(a);
+    stop_tracer(b);
+    get(10);
+    assert!(server.try_wait().unwrap().is_none(), "the Go server died");
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    let want: u64 = ns.iter().map(|n| n + 1).sum();
+    let levels = tracer_abi::GO_LEVELS as u64;
+    let want_timed: u64 = ns.iter().map(|n| (n + 1).min(levels)).sum();
+    let (fe, fv) = (read(&exact), read(&every));
+    assert_eq!(calls(&fe, 1), want);
+    assert_eq!(calls(&fv, 1), want);
+    assert_eq!(timed(&fe, 1), want_timed);
+    assert_eq!(untimed(&fe, 1), want - want_timed);
+    let cpus = fe.header.cpus as u64;
+    let chosen = timed(&fv, 1) + untimed(&fv, 1);
+    assert!(
+        chosen.abs_diff(want / 64) <= cpus && timed(&fv, 1) >= 1,
+        "{chosen} chosen of {want}"
+    );
+    let s = trace_summary::summarize(std::slice::from_ref(&exact)).unwrap();
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.starts_with("main.depth: ") && n.contains("lean to the outer calls")),
+        "{:?}",
+        s.notes
+    );
+    // The outermost call of a 3001-deep recursion holds all of it: the longest.
+    let f = s.function("main.depth").unwrap();
+    assert!(f.max_ns >= f.p50_ns && f.max_ns > 0, "{f:?}");
 }

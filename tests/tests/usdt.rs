@@ -213,3 +213,63 @@ fn python_function_entries_are_recorded_with_their_line() {
         &f[..3]
     );
 }
+
+/// `tracer stat` counts USDT probes' hits exactly, beside a function of the same program:
+/// `usdt 5 40` fires every probe 40 times (the semaphore's too) and calls `work` 40
+/// times. The summary shows the hits as counts without times.
+#[test]
+fn usdt_hits_are_counted_by_stat() {
+    let _serial = serial();
+    let bin = build_usdt_fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("u.stat");
+    let run = Command::new(tracer_bin())
+        .args([
+            "stat",
+            "--quiet",
+            "-i",
+            "200ms",
+            "-u",
+            "usdt:fix:*",
+            "-u",
+            "work",
+        ])
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .arg(&bin)
+        .args(["5", "40"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+    for name in [
+        "zero", "one", "two", "three", "four", "five", "six", "global", "guarded",
+    ] {
+        let f = s.function(&format!("fix:{name}")).unwrap();
+        assert_eq!(f.calls, 40, "fix:{name} hits");
+        assert!(
+            f.point && f.timed_calls == 0 && f.inclusive_ns == 0,
+            "{f:?}"
+        );
+    }
+    let work = s.function("work").unwrap();
+    assert!(!work.point && work.calls == 40 && work.timed_calls >= 1);
+    // No note of functions counted without times: a probe's hits have none to give.
+    assert!(
+        !s.notes.iter().any(|n| n.contains("none timed")),
+        "{:?}",
+        s.notes
+    );
+    // The table shows no time for the hits.
+    let text = tracer_ok(&["summary".as_ref(), out.as_os_str()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let row = (text.lines())
+        .find(|l| l.trim_start().starts_with("fix:one "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!row.contains("ns") && !row.contains("us"), "{row}");
+}

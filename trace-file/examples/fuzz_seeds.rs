@@ -236,6 +236,7 @@ fn window(i: u64, with_hist: bool) -> StatWindow {
             errors: 1,
             total_ns: 123_456,
             hist: (0..32).map(|b| u64::from(b % 5 == 0)).collect(),
+            untimed: 0,
         }],
         threads: vec![ThreadWindow {
             tgid: 1000,

@@ -268,8 +268,10 @@ pub struct FuncWindow {
     pub id: u32,
     /// Calls in the window (entered, with uprobe sessions; returned, without).
     pub calls: u64,
-    /// Of those, the calls timed (their returns probed), which `errors`, `total_ns` and
-    /// `hist` are about; absent (files before 2026-11-24, or every call timed): all.
+    /// Calls timed (their returns probed) that returned in the window, which `errors`,
+    /// `total_ns` and `hist` are about (a call is counted in the window it entered: a
+    /// long one can be timed in a later window, even one without calls); absent (files
+    /// before 2026-11-24, or every call timed): all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed: Option<u64>,
     /// Timed calls that returned a negative value.
@@ -278,6 +280,10 @@ pub struct FuncWindow {
     pub total_ns: u64,
     /// Their durations, in log2 buckets of nanoseconds.
     pub hist: Vec<u64>,
+    /// Calls chosen to be timed that were not (a Go function's recursion deeper in timed
+    /// calls than the kernel keeps): the timed calls lean to its outer calls.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untimed: u64,
 }
 
 impl FuncWindow {

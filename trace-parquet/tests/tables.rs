@@ -555,6 +555,7 @@ fn stat_file(path: &Path, host: &str, windows: u64) {
                 errors: i,
                 total_ns: 5_000_000 * (i + 1),
                 hist: vec![0, 0, 3, 97 + i],
+                untimed: 0,
             }],
             threads: vec![ThreadWindow {
                 tgid: 10,

@@ -7,7 +7,9 @@
 use std::{collections::BTreeMap, fs::File, io::BufReader, path::PathBuf};
 
 use trace_file::meta::WAIT_HIST_SHIFT;
-use trace_file::{ChunkKind, Probe, ReadOptions, Reader, StatWindow, ThreadInfo, TraceHeader};
+use trace_file::{
+    ChunkKind, Probe, ProbeKind, ReadOptions, Reader, StatWindow, ThreadInfo, TraceHeader,
+};
 
 use crate::{
     DamagedRegion, Error, FileInfo, FunctionStats, Histogram, Section, Summary, SyscallStats,
@@ -142,7 +144,14 @@ pub fn summarize_stat(inputs: &[PathBuf], salvage: bool) -> Result<Summary, Erro
         }
     }
     summary.total = total.section(None);
-    for f in (summary.total.functions.iter()).filter(|f| f.timed_calls < f.calls) {
+    for f in (summary.total.functions.iter()).filter(|f| f.timed_calls == 0 && !f.point) {
+        summary.notes.push(format!(
+            "{}: {} calls counted, none timed: no time, errors or latencies",
+            f.name, f.calls
+        ));
+    }
+    let estimated = |f: &&FunctionStats| f.timed_calls > 0 && f.timed_calls < f.calls;
+    for f in summary.total.functions.iter().filter(estimated) {
         let [lo, hi] = f.p99_ci_ns.unwrap_or_default();
         let hi = match hi {
             u64::MAX => "unbounded: too few timed calls".to_string(),
@@ -151,6 +160,12 @@ pub fn summarize_stat(inputs: &[PathBuf], salvage: bool) -> Result<Summary, Erro
         summary.notes.push(format!(
             "{}: time, errors and latencies estimated from {} timed calls of {} (p99 {} ns, 95% interval {lo} ns..{hi})",
             f.name, f.timed_calls, f.calls, f.p99_ns
+        ));
+    }
+    for (name, n) in &total.untimed {
+        summary.notes.push(format!(
+            "{name}: {n} calls chosen to be timed were not, nested in more timed calls of it on their goroutine than the kernel keeps ({}): its times lean to the outer calls of its recursion",
+            tracer_abi::GO_LEVELS
         ));
     }
     estimate_from_samples(inputs, salvage, &mut summary)?;
@@ -176,6 +191,8 @@ struct Acc {
     /// Per thread, its waits for a CPU by length (files that keep them).
     waits: BTreeMap<(u32, u32), Histogram>,
     syscalls: BTreeMap<u32, SyscallStats>,
+    /// Per function, calls chosen to be timed that were not.
+    untimed: BTreeMap<String, u64>,
 }
 
 impl Acc {
@@ -193,10 +210,15 @@ impl Acc {
                     name: p.name.clone(),
                     binary: p.binary.clone(),
                     source: p.source.clone(),
+                    goroutine: p.kind == ProbeKind::Go,
+                    point: matches!(p.kind, ProbeKind::Usdt { .. }),
                     ..Default::default()
                 });
             add(&mut s.calls, fw.calls);
             add(&mut s.timed_calls, fw.timed_calls());
+            if fw.untimed > 0 {
+                add(self.untimed.entry(p.name.clone()).or_default(), fw.untimed);
+            }
             add(&mut s.errors_negative, fw.errors);
             s.errors = s.errors_negative;
             add(&mut s.inclusive_ns, fw.total_ns);

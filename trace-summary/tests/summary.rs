@@ -877,6 +877,7 @@ fn damaged_stat_windows_saturate() {
             errors: u64::MAX,
             total_ns: u64::MAX,
             hist: vec![u64::MAX; 100],
+            untimed: 0,
         }],
         threads: vec![ThreadWindow {
             tid: 100,

@@ -93,8 +93,13 @@ pub mod counter {
     /// Stacks not taken because the ring buffer was over half full: stacks yield to
     /// the other records (`--stacks`).
     pub const STACKS_SHED: u32 = 3;
+    /// Counting mode: timed Go calls whose start was kept (map `GO_CALLS`).
+    pub const GO_OPENED: u32 = 4;
+    /// Counting mode: of those, the ones closed by their return. The difference at the
+    /// end: calls in progress then, ended by a panic or `runtime.Goexit`, or evicted.
+    pub const GO_CLOSED: u32 = 5;
     /// How many counters there are.
-    pub const COUNT: u32 = 4;
+    pub const COUNT: u32 = 6;
 }
 
 /// How the programs behave, set by the recorder before loading (frozen `.rodata`: the

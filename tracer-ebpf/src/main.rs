@@ -415,6 +415,11 @@ mod programs {
         if !probed(tgid, tid) {
             return 0;
         }
+        if counting() {
+            // Counting mode counts hits; their arguments are not aggregated.
+            let _ = stat::count(probe);
+            return 0;
+        }
         let Some(spec) = USDT_SPECS.get(probe) else {
             return 0;
         };
@@ -468,6 +473,10 @@ mod programs {
         if !probed(tgid, tid) {
             return;
         }
+        if counting() {
+            stat::go_entry(tgid, func, goroutine(ctx), now(), &config());
+            return;
+        }
         emit(GoEntry {
             h: header(tid, kind::GO_ENTRY),
             func,
@@ -482,6 +491,14 @@ mod programs {
         // SAFETY: helper reading this program's attach cookie.
         let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
         let (tgid, tid) = current();
+        if counting() {
+            // Every call's returns are probed, timed or not: the one lookup keyed by the
+            // process is the filter too (an untraced process never opens a timed call).
+            // SAFETY: as in `goroutine`.
+            let ret = unsafe { (*ctx.regs).rax };
+            stat::go_return(tgid, func, goroutine(&ctx), ret, now());
+            return 0;
+        }
         if !probed(tgid, tid) {
             return 0;
         }

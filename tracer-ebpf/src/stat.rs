@@ -10,10 +10,14 @@
 //! `Config::sample_every = N`, one call in N of each
 //! function is also recorded in full (entry, exit, and the thread's syscalls and switches
 //! while inside it) through the ring buffers.
+//!
+//! Go functions cannot have their returns probed by sessions (the uretprobe mechanism
+//! breaks Go's stacks): their entry probe counts and chooses as a session's entry does,
+//! and each return instruction's probe closes the timed calls it finds in `GO_CALLS`.
 
 use aya_ebpf::{
     bindings::BPF_ANY,
-    btf_maps::{HashMap, PerCpuArray},
+    btf_maps::{HashMap, LruHashMap, PerCpuArray},
     helpers::generated::bpf_get_smp_processor_id,
     macros::btf_map,
 };
@@ -251,35 +255,52 @@ pub struct Chosen {
     pub recorded: bool,
 }
 
+/// Counts a call of `func` (a USDT probe's hit too); returns how many this CPU has
+/// counted, None when `func` is out of the table.
+#[inline(always)]
+pub fn count(func: u32) -> Option<u64> {
+    let s = FUNC_STATS.get_ptr_mut(func)?;
+    // SAFETY: per-CPU slot.
+    unsafe {
+        (*s).calls += 1;
+        Some((*s).calls)
+    }
+}
+
+/// Whether a call of `func`, the `n`th on this CPU, entered at `now`, is timed: one in
+/// `c.time_every`, or those `c.time_budget` allows.
+#[inline(always)]
+fn chosen(func: u32, n: u64, now: u64, c: &Config) -> bool {
+    if c.time_budget != 0 {
+        within_budget(func, now, c.time_budget)
+    } else {
+        every(c.time_every, n)
+    }
+}
+
+/// True for the first of every `k` calls (never when `k` is 0).
+#[inline(always)]
+fn every(k: u32, n: u64) -> bool {
+    k != 0 && n % k as u64 == 1 % k as u64
+}
+
 /// A session's entry into `func` by `tid` at `now`: the call is counted, and one in
 /// `c.time_every` (per CPU) is timed, or those `c.time_budget` allows; one in
 /// `c.sample_every` (if not 0) recorded in full.
 #[inline(always)]
 pub fn session_entry(tid: u32, func: u32, now: u64, c: &Config) -> Chosen {
-    let (time_every, sample_every) = (c.time_every, c.sample_every);
-    let Some(s) = FUNC_STATS.get_ptr_mut(func) else {
+    let Some(n) = count(func) else {
         return Chosen {
             timed: false,
             recorded: false,
         };
     };
-    // SAFETY: per-CPU slot.
-    let n = unsafe {
-        (*s).calls += 1;
-        (*s).calls
-    };
-    let every = |k: u32| k != 0 && n % k as u64 == 1 % k as u64;
-    let recorded = every(sample_every) && !sampled(tid);
+    let recorded = every(c.sample_every, n) && !sampled(tid);
     if recorded {
         let _ = SAMPLED.insert(tid, func, BPF_ANY as u64);
     }
-    let timed = if c.time_budget != 0 {
-        within_budget(func, now, c.time_budget)
-    } else {
-        every(time_every)
-    };
     Chosen {
-        timed: timed || recorded,
+        timed: chosen(func, n, now, c) || recorded,
         recorded,
     }
 }
@@ -449,5 +470,122 @@ pub fn wakeup(waker: Option<*mut ThreadSched>, wakee: *mut ThreadSched, now: u64
         if let Some(waker) = waker {
             (*waker).stat.wakeups_sent += 1;
         }
+    }
+}
+
+/// A Go call being timed: by process (a machine-wide probe's goroutine addresses repeat
+/// across processes of one binary), goroutine and function.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GoKey {
+    g: u64,
+    tgid: u32,
+    func: u32,
+}
+
+/// The calls of one function in progress on one goroutine, from the first timed one:
+/// their depth, and the timed ones among them, innermost last: each one's depth and
+/// start.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GoCall {
+    depth: u32,
+    timed: u32,
+    level: [u32; GO_LEVELS],
+    start: [u64; GO_LEVELS],
+}
+
+/// Timed Go calls in progress. Least recently used entries make room: a goroutine that
+/// dies inside a timed call (a panic, `runtime.Goexit`) leaves its entry behind.
+#[btf_map]
+static GO_CALLS: LruHashMap<GoKey, GoCall, { MAX_GO_CALLS as usize }> = LruHashMap::new();
+
+/// Entry of Go function `func` by goroutine `g` of process `tgid` at `now`: counted, and
+/// timed as a session's entry would choose. An untimed call with no timed one of the same
+/// function under way on its goroutine leaves nothing, so that its returns cost one
+/// failed lookup; a call inside a timed one (recursion) deepens its entry, and if timed
+/// takes one of its `GO_LEVELS` slots.
+#[inline(always)]
+pub fn go_entry(tgid: u32, func: u32, g: u64, now: u64, c: &Config) {
+    let Some(n) = count(func) else {
+        return;
+    };
+    let key = GoKey { g, tgid, func };
+    if let Some(e) = GO_CALLS.get_ptr_mut(&key) {
+        // SAFETY: our own map's value, written only by goroutine `g`, which runs on one
+        // thread at a time.
+        unsafe {
+            let (d, k) = ((*e).depth, (*e).timed);
+            if chosen(func, n, now, c) {
+                if (k as usize) < GO_LEVELS {
+                    let i = core::hint::black_box(k as usize) & (GO_LEVELS - 1);
+                    (*e).level[i] = d;
+                    (*e).start[i] = now;
+                    (*e).timed = k + 1;
+                } else {
+                    untimed(func);
+                }
+            }
+            (*e).depth = d.saturating_add(1);
+        }
+        return;
+    }
+    if !chosen(func, n, now, c) {
+        return;
+    }
+    let mut call = GoCall {
+        depth: 1,
+        timed: 1,
+        level: [0; GO_LEVELS],
+        start: [0; GO_LEVELS],
+    };
+    call.start[0] = now;
+    if GO_CALLS.insert(&key, &call, BPF_ANY as u64).is_err() {
+        untimed(func);
+        bump(counter::STAT_FULL);
+    } else {
+        bump(counter::GO_OPENED);
+    }
+}
+
+/// A call of `func` chosen to be timed that could not be: its recursion's slots were
+/// taken.
+#[inline(always)]
+fn untimed(func: u32) {
+    if let Some(s) = FUNC_STATS.get_ptr_mut(func) {
+        // SAFETY: per-CPU slot.
+        unsafe { (*s).untimed += 1 };
+    }
+}
+
+/// A return instruction of Go function `func` on goroutine `g` of process `tgid`,
+/// returning `ret` at `now`: closes the innermost of the calls in progress there, if any
+/// is timed, and times it if it was timed.
+#[inline(always)]
+pub fn go_return(tgid: u32, func: u32, g: u64, ret: u64, now: u64) {
+    let key = GoKey { g, tgid, func };
+    let Some(e) = GO_CALLS.get_ptr_mut(&key) else {
+        return;
+    };
+    // SAFETY: as in `go_entry`.
+    let (d, start) = unsafe {
+        let d = (*e).depth.saturating_sub(1);
+        (*e).depth = d;
+        let k = (*e).timed;
+        let i = core::hint::black_box(k.wrapping_sub(1) as usize) & (GO_LEVELS - 1);
+        let start = if k > 0 && (*e).level[i] == d {
+            (*e).timed = k - 1;
+            (*e).start[i]
+        } else {
+            0
+        };
+        (d, start)
+    };
+    if start != 0 {
+        timed(func, now.saturating_sub(start), ret);
+    }
+    if d == 0 {
+        let _ = GO_CALLS.remove(&key);
+        bump(counter::GO_CLOSED);
     }
 }

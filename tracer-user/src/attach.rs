@@ -101,9 +101,12 @@ impl Probes {
         // processes: its forks (and, with a traced cgroup, the processes entering it) are
         // probed before they run. In a library, for this process only: a machine-wide
         // probe there would trap every process on the machine.
-        let everywhere = matches!(point, Point::Function(_))
-            && (sessions || kernel.machine_wide())
-            && procfs::exe_identity(pid) == file_identity(&binary);
+        // Go functions have no sessions: machine-wide with a traced cgroup only.
+        let everywhere = match point {
+            Point::Function(f) if f.language == Language::Go => kernel.machine_wide(),
+            Point::Function(_) => sessions || kernel.machine_wide(),
+            Point::Usdt(_) => false,
+        } && procfs::exe_identity(pid) == file_identity(&binary);
         if everywhere && !self.everywhere.insert(i) {
             // Attached already, for every process.
             self.by_process.entry(pid).or_default().push((id, 0, 0));

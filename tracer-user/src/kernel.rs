@@ -172,7 +172,7 @@ impl Kernel {
         if config.stat_mode == 0 {
             // Counting mode's hash maps are preallocated (tens of MiB, long to create)
             // and never touched when recording.
-            for map in ["SCHED", "SAMPLED"] {
+            for map in ["SCHED", "SAMPLED", "GO_CALLS"] {
                 loader.map_max_entries(map, 1);
             }
         }
@@ -604,6 +604,14 @@ impl Kernel {
     /// Updates counting mode's maps had no room for.
     pub fn stat_dropped(&self) -> Result<u64> {
         Ok(self.counters.get(&counter::STAT_FULL, 0)?.iter().sum())
+    }
+
+    /// Counting mode: timed Go calls opened and not closed by a return (in progress, or
+    /// ended by a panic or `runtime.Goexit`, or pushed out of their map).
+    pub fn go_unclosed(&self) -> Result<u64> {
+        let opened: u64 = self.counters.get(&counter::GO_OPENED, 0)?.iter().sum();
+        let closed: u64 = self.counters.get(&counter::GO_CLOSED, 0)?.iter().sum();
+        Ok(opened.saturating_sub(closed))
     }
 
     /// What never reached the rings: per-CPU counts of records dropped for a full ring

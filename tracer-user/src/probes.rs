@@ -336,24 +336,24 @@ pub fn usdt_spec(u: &UsdtProbe) -> tracer_abi::UsdtSpec {
     spec
 }
 
-/// Refuses, in counting mode, what the kernel's counters cannot hold: Go functions (their
-/// calls pair by goroutine, not by thread) and USDT probes (hits with arguments).
-pub fn countable(resolved: &[Resolved]) -> Result<()> {
-    for r in resolved {
-        match &r.point {
-            Point::Function(f) if f.language == Language::Go => bail!(
-                "{} is a Go function, which `tracer stat` cannot time (its calls pair by goroutine); use `tracer record`",
-                f.name
-            ),
-            Point::Usdt(u) => bail!(
-                "{}:{} is a USDT probe, which `tracer stat` does not count; use `tracer record`",
-                u.provider,
-                u.name
-            ),
-            Point::Function(_) => {}
-        }
+/// With `--sample N` in counting mode, says in one line which probes it does not record
+/// in full: Go functions (a goroutine moves between threads, so a thread's events while a
+/// sampled call is under way are not that call's) and USDT probes (hits, with no call).
+pub fn unsampled_note(resolved: &[Resolved]) -> Option<String> {
+    let names: Vec<String> = (resolved.iter())
+        .filter(|r| match &r.point {
+            Point::Function(f) => f.language == Language::Go,
+            Point::Usdt(_) => true,
+        })
+        .map(|r| r.point.name())
+        .collect();
+    if names.is_empty() {
+        return None;
     }
-    Ok(())
+    Some(format!(
+        "--sample records no call of Go functions or hit of USDT probes in full (a goroutine moves between threads, whose events are then not its own); they are still counted, and Go calls timed: {}",
+        names.join(", ")
+    ))
 }
 
 /// `tracer probes`: prints the functions of a process or file that match `pattern`.

@@ -84,8 +84,10 @@ impl Session {
         }
         roots.extend(probes::by_executable(&members));
         let mut resolved = probes::resolve_all(&opts.uprobes, &roots, opts.allow_multiple)?;
-        if opts.stat.is_some() {
-            probes::countable(&resolved)?;
+        if opts.stat.is_some_and(|s| s.sample_every != 0) {
+            if let Some(note) = probes::unsampled_note(&resolved) {
+                eprintln!("tracer: warning: {note}");
+            }
         }
         let watch = match &opts.trigger {
             Some(t) => Some(Watch::new(t, &resolved)?),

@@ -188,6 +188,7 @@ fn map_fd(map: &Map) -> Option<RawFd> {
         | Map::ArrayOfMaps(m)
         | Map::CgroupArray(m)
         | Map::HashMap(m)
+        | Map::LruHashMap(m)
         | Map::PerCpuArray(m)
         | Map::PerCpuHashMap(m)
         | Map::RingBuf(m)

@@ -224,6 +224,7 @@ impl Counting {
                 }
             }
             total.timed = Some(timed);
+            total.untimed = per_cpu.iter().map(|s| s.untimed).sum();
             let prev = self.funcs.insert(p.id, total.clone()).unwrap_or_default();
             let d = FuncWindow {
                 id: p.id,
@@ -231,6 +232,7 @@ impl Counting {
                 timed: Some(timed - prev.timed.unwrap_or(0)),
                 errors: total.errors - prev.errors,
                 total_ns: total.total_ns - prev.total_ns,
+                untimed: total.untimed - prev.untimed,
                 hist: if prev.hist.is_empty() {
                     total.hist.clone()
                 } else {
@@ -242,7 +244,9 @@ impl Counting {
                         .collect()
                 },
             };
-            if d.calls > 0 {
+            // A call is counted in the window it entered and timed in the one it returned
+            // in: a window with returns only still has their times.
+            if d.calls > 0 || d.timed != Some(0) || d.untimed > 0 {
                 out.push(d);
             }
         }
@@ -366,21 +370,35 @@ impl Counting {
             "{:<32} {:>10} {:>8} {:>12} {:>12}\n",
             "FUNCTION", "CALLS/s", "ERRORS", "MEAN", "TOTAL"
         );
+        // Time is known from the timed calls only: the mean is theirs, the total scaled
+        // by the exact count; a USDT probe's hits and untimed functions show none.
+        let probe = |id: u32| self.probes.iter().find(|p| p.id == id);
+        let scaled = |f: &FuncWindow, v: u64| match f.timed_calls() {
+            0 => None,
+            n => Some((v as u128 * f.calls.max(n) as u128 / n as u128) as u64),
+        };
+        let total = |f: &FuncWindow| scaled(f, f.total_ns);
         let mut funcs: Vec<&FuncWindow> = win.functions.iter().collect();
-        funcs.sort_by_key(|f| std::cmp::Reverse(f.total_ns));
+        funcs.sort_by_key(|f| (std::cmp::Reverse(total(f)), std::cmp::Reverse(f.calls)));
         for f in funcs.iter().take(10) {
-            let name = self
-                .probes
-                .iter()
-                .find(|p| p.id == f.id)
-                .map_or("?", |p| p.name.as_str());
+            let p = probe(f.id);
+            let name = p.map_or("?", |p| p.name.as_str());
+            let hits = p.is_some_and(|p| matches!(p.kind, trace_file::ProbeKind::Usdt { .. }));
+            let (errors, mean, sum) = match (total(f), scaled(f, f.errors)) {
+                (Some(t), Some(e)) if !hits => (
+                    e.to_string(),
+                    human_ns(f.total_ns / f.timed_calls()),
+                    human_ns(t),
+                ),
+                _ => ("-".to_string(), "-".to_string(), "-".to_string()),
+            };
             out += &format!(
                 "{:<32} {:>10.0} {:>8} {:>12} {:>12}\n",
                 truncate(name, 32),
                 f.calls as f64 / secs,
-                f.errors,
-                human_ns(f.total_ns / f.calls.max(1)),
-                human_ns(f.total_ns)
+                errors,
+                mean,
+                sum
             );
         }
         out += &format!(

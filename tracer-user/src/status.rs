@@ -42,6 +42,8 @@ pub struct RecordSummary {
     pub second_hand_probes: u64,
     /// With `--stacks`: stacks whose user frames were cut short, by reason.
     pub stacks_cut: BTreeMap<String, u64>,
+    /// Counting mode: timed Go calls that had not returned at the end.
+    pub go_unclosed: u64,
 }
 
 /// The status line of a recording: once a second, on a terminal only.
@@ -130,6 +132,13 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             out,
             "  {} stacks not taken: the ring buffer was over half full, and stacks yield to the events (whose records are all there); their time off the CPU is under no stack",
             s.stacks_shed
+        )?;
+    }
+    if s.go_unclosed > 0 {
+        writeln!(
+            out,
+            "  {} timed Go calls had not returned at the end (under way then, or ended by a panic or runtime.Goexit): not in the times",
+            s.go_unclosed
         )?;
     }
     if s.uncertain_probes > 0 {

@@ -475,9 +475,9 @@ struct Calls {
     calls: &'static str,
 }
 
-/// Runs a [`Calls`] program, optionally under `tracer record` (`Some(true)`: with empty
-/// programs), returning ns per call.
-fn calls_run(tracer: &Path, dir: &Path, calls: &Calls, probe: Option<bool>) -> Result<f64> {
+/// Runs a [`Calls`] program, optionally under `tracer SUBCOMMAND` (`record` or `stat`;
+/// with empty programs when the flag says so), returning ns per call.
+fn calls_run(tracer: &Path, dir: &Path, calls: &Calls, probe: Option<(&str, bool)>) -> Result<f64> {
     let mut fx = Command::new(&calls.bin)
         .arg(calls.calls)
         .stdin(Stdio::piped())
@@ -487,10 +487,10 @@ fn calls_run(tracer: &Path, dir: &Path, calls: &Calls, probe: Option<bool>) -> R
     let _ = std::fs::remove_file(&out);
     let rec = match probe {
         None => None,
-        Some(empty) => {
+        Some((subcommand, empty)) => {
             let mut c = Command::new(tracer);
             c.args([
-                "record",
+                subcommand,
                 "--quiet",
                 "-p",
                 &fx.id().to_string(),
@@ -523,7 +523,9 @@ fn calls_run(tracer: &Path, dir: &Path, calls: &Calls, probe: Option<bool>) -> R
 }
 
 /// A C function's uprobe+uretprobe beside a Go function's entry and RET uprobes (Go
-/// functions are never given uretprobes), each plain, with empty programs and recording.
+/// functions are never given uretprobes), each plain, with empty programs, recording, and
+/// counting (`tracer stat`: the C function's return probed for 1 call in 64 by its
+/// session, the Go function's RET on every call).
 fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
     let c = Calls {
         bin: build_fixture("calls"),
@@ -540,9 +542,14 @@ fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
         ("C", &c, "uprobe+uretprobe"),
         ("Go", &go, "entry+RET uprobes"),
     ];
-    // Per language: plain, empty programs, recording.
-    let modes = [None, Some(true), Some(false)];
-    let mut rounds: [[Vec<f64>; 3]; 2] = Default::default();
+    // Per language: plain, empty programs, recording, counting.
+    let modes = [
+        None,
+        Some(("record", true)),
+        Some(("record", false)),
+        Some(("stat", false)),
+    ];
+    let mut rounds: [[Vec<f64>; 4]; 2] = Default::default();
     for _ in 0..ROUNDS {
         for (l, (_, calls, _)) in languages.iter().enumerate() {
             for (m, probe) in modes.iter().enumerate() {
@@ -552,7 +559,7 @@ fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
     }
     let min = |v: &[f64]| v.iter().cloned().fold(f64::MAX, f64::min);
     for (l, (name, _, probes)) in languages.iter().enumerate() {
-        let [plain, empty, rec] = rounds[l].each_ref().map(|v| min(v));
+        let [plain, empty, rec, stat] = rounds[l].each_ref().map(|v| min(v));
         let line = |label: String, ns: f64, over: String, m: usize| {
             let all: Vec<String> = rounds[l][m].iter().map(|r| format!("{r:.1}")).collect();
             println!(
@@ -572,6 +579,12 @@ fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
             rec,
             format!("(+{:.1} ns)", rec - plain),
             2,
+        );
+        line(
+            format!("{name} tracer stat (1 in 64 timed):"),
+            stat,
+            format!("(+{:.1} ns)", stat - plain),
+            3,
         );
         println!(
             "{name} recorded / empty probe cost: {:.3}  (target <= 1.25)",

@@ -80,8 +80,8 @@ fn function_table(v: &[FunctionStats]) -> Table {
     ]);
     for f in v {
         let inside = crate::sum([f.running_ns, f.ready_ns, f.blocked_ns, f.io_ns]);
-        if f.point {
-            // A USDT probe's hits: no time to show.
+        if f.point || (f.timed_calls == 0 && f.calls > 0) {
+            // A USDT probe's hits, or calls counted with none timed: no time to show.
             let mut row = vec![Cell::Text(f.name.clone()), Cell::Int(f.calls)];
             row.resize(t.cols.len() - 2, Cell::Missing);
             row.push(Cell::Flags(f.flags.clone()));
