@@ -223,29 +223,23 @@ fn usdt_hits_are_counted_by_stat() {
     let bin = build_usdt_fixture();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("u.stat");
-    let run = Command::new(tracer_bin())
-        .args([
-            "stat",
-            "--quiet",
-            "-i",
-            "200ms",
-            "-u",
-            "usdt:fix:*",
-            "-u",
-            "work",
-        ])
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .arg(&bin)
-        .args(["5", "40"])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let o = |s: &'static str| std::ffi::OsStr::new(s);
+    tracer_ok(&[
+        o("stat"),
+        o("--quiet"),
+        o("-i"),
+        o("200ms"),
+        o("-u"),
+        o("usdt:fix:*"),
+        o("-u"),
+        o("work"),
+        o("-o"),
+        out.as_os_str(),
+        o("--"),
+        bin.as_os_str(),
+        o("5"),
+        o("40"),
+    ]);
     let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
     for name in [
         "zero", "one", "two", "three", "four", "five", "six", "global", "guarded",
