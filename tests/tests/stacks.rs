@@ -155,6 +155,17 @@ fn total(folded: &BTreeMap<String, u64>, keep: impl Fn(&str) -> bool) -> u64 {
         .sum()
 }
 
+/// Whether `samples` taken at HZ agree with `expected`, HZ times the thread's CPU time by
+/// the kernel. On an idle CPU the spinner is on it at every sample's instant and the count
+/// is all but exact (0.95-1.05 measured); beside other work, whether it is on the CPU at
+/// an instant is a coin toss, so the count is binomial, with a variance at most its mean:
+/// within 4 standard deviations (1.12 was seen beside a compile job, for 171 expected),
+/// and never tighter than 10%.
+fn sampling_agrees(samples: f64, expected: f64) -> bool {
+    let tolerance = (4.0 / expected.max(1.0).sqrt()).max(0.1);
+    (samples / expected - 1.0).abs() <= tolerance
+}
+
 fn check(build: &str, binary: &Path) {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
@@ -234,7 +245,7 @@ fn check(build: &str, binary: &Path) {
         ratio
     );
     assert!(
-        (0.9..=1.1).contains(&ratio),
+        sampling_agrees(seen.spinner_samples as f64, expected),
         "{build}: {} samples, {expected:.0} expected",
         seen.spinner_samples
     );
@@ -305,7 +316,7 @@ fn stat_counts_stacks_in_the_kernel() {
     let expected = run_ns * HZ as f64 / 1e9;
     eprintln!("stat: {samples} samples in c for {expected:.0} expected");
     assert!(
-        (0.9..=1.1).contains(&(samples / expected)),
+        sampling_agrees(samples, expected),
         "{samples} samples in c, {expected:.0} expected"
     );
     let spinner = functions
