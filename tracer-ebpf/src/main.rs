@@ -13,6 +13,9 @@
 //! rare lifetime events below stay classic. (What each saves: docs/performance.md.)
 //! - `task_newtask`, `sched_process_exit`, `task_rename`, `sched_process_exec`: thread
 //!   lifetimes and names; a new thread or child process of a traced process is traced too.
+//! - `go_entry`, `go_entry_check`, `go_exit` (module `go`): Go functions, at their entry
+//!   and each return instruction, paired by goroutine.
+//! - `usdt`: USDT probes, their arguments read as their notes say (module `usdt`).
 //! - `stack_sample` (module `stacks`, with `--stacks`): on-CPU samples' stacks, and from
 //!   `sched_switch` the stack a traced thread blocks in.
 //! - `ns_ids`: a task iterator the recorder runs once when it is in a container's PID
@@ -27,6 +30,8 @@
 #[cfg(not(target_arch = "bpf"))]
 fn main() {}
 
+#[cfg(target_arch = "bpf")]
+mod go;
 #[cfg(target_arch = "bpf")]
 mod pidns;
 #[cfg(target_arch = "bpf")]
@@ -126,7 +131,7 @@ mod programs {
     }
 
     #[inline(always)]
-    fn now() -> u64 {
+    pub(crate) fn now() -> u64 {
         // SAFETY: helper without preconditions.
         unsafe { bpf_ktime_get_ns() }
     }
@@ -179,7 +184,7 @@ mod programs {
 
     /// Sends `rec` to this CPU's ring buffer, or counts it as lost.
     #[inline(always)]
-    fn emit<T: 'static>(rec: T) {
+    pub(crate) fn emit<T: 'static>(rec: T) {
         // SAFETY: helper without preconditions.
         let cpu = unsafe { bpf_get_smp_processor_id() };
         let Some(rb) = EVENTS.get(cpu) else {
@@ -438,81 +443,6 @@ mod programs {
         0
     }
 
-    /// The goroutine a Go function runs in: R14 holds its `g` under Go's register ABI.
-    #[inline(always)]
-    fn goroutine(ctx: &ProbeContext) -> u64 {
-        // SAFETY: the probe's saved registers, a valid context.
-        unsafe { (*ctx.regs).r14 }
-    }
-
-    /// Entry of a Go function without a stack check.
-    #[uprobe]
-    pub fn go_entry(ctx: ProbeContext) -> u32 {
-        go_entered(&ctx);
-        0
-    }
-
-    /// Entry of a Go function, on its stack check's branch (JBE to `runtime.morestack`):
-    /// when the branch is taken (CF or ZF) the stack grows and the call starts over, to
-    /// pass here again; that pass is the call's entry.
-    #[uprobe]
-    pub fn go_entry_check(ctx: ProbeContext) -> u32 {
-        const CF_ZF: u64 = 0x1 | 0x40;
-        // SAFETY: the probe's saved registers, a valid context.
-        if unsafe { (*ctx.regs).eflags } & CF_ZF == 0 {
-            go_entered(&ctx);
-        }
-        0
-    }
-
-    #[inline(always)]
-    fn go_entered(ctx: &ProbeContext) {
-        // SAFETY: helper reading this program's attach cookie.
-        let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (tgid, tid) = current();
-        if !probed(tgid, tid) {
-            return;
-        }
-        if counting() {
-            stat::go_entry(tgid, func, goroutine(ctx), now(), &config());
-            return;
-        }
-        emit(GoEntry {
-            h: header(tid, kind::GO_ENTRY),
-            func,
-            _pad: 0,
-            g: goroutine(ctx),
-        });
-    }
-
-    /// One of a Go function's return instructions.
-    #[uprobe]
-    pub fn go_exit(ctx: ProbeContext) -> u32 {
-        // SAFETY: helper reading this program's attach cookie.
-        let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-        let (tgid, tid) = current();
-        if counting() {
-            // Every call's returns are probed, timed or not: the one lookup keyed by the
-            // process is the filter too (an untraced process never opens a timed call).
-            // SAFETY: as in `goroutine`.
-            let ret = unsafe { (*ctx.regs).rax };
-            stat::go_return(tgid, func, goroutine(&ctx), ret, now());
-            return 0;
-        }
-        if !probed(tgid, tid) {
-            return 0;
-        }
-        emit(GoExit {
-            h: header(tid, kind::GO_EXIT),
-            func,
-            _pad: 0,
-            // SAFETY: as in `goroutine`.
-            ret: unsafe { (*ctx.regs).rax },
-            g: goroutine(&ctx),
-        });
-        0
-    }
-
     /// The kernel's floor for a probe: what `func_entry` costs minus the recording.
     /// Attached instead of it by `tracer record --empty-probes` (benchmarks only).
     #[uprobe]
@@ -579,7 +509,7 @@ mod programs {
     /// Whether a probe hit by the current thread counts: probes attached machine-wide (on a
     /// traced cgroup's executables) are hit by every process that runs them.
     #[inline(always)]
-    fn probed(tgid: u32, tid: u32) -> bool {
+    pub(crate) fn probed(tgid: u32, tid: u32) -> bool {
         is_traced_tgid(tgid) || joined(tgid, tid)
     }
 

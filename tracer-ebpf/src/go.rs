@@ -1,0 +1,88 @@
+//! Go functions (`go_entry`, `go_entry_check`, `go_exit`): never a uretprobe, which breaks
+//! Go's stacks, but a probe on the entry and on each return instruction, paired by
+//! goroutine (the `g` in R14), not by thread: a goroutine can resume on another thread.
+//! Recording sends both ends; counting mode counts at the entry and times the chosen
+//! calls at their return (`stat::go_entry`, `stat::go_return`).
+
+use aya_ebpf::{
+    helpers::generated::bpf_get_attach_cookie, macros::uprobe, programs::ProbeContext, EbpfContext,
+};
+use tracer_abi::*;
+
+use crate::programs::{config, counting, current, emit, header, now, probed};
+use crate::stat;
+
+/// The goroutine a Go function runs in: R14 holds its `g` under Go's register ABI.
+#[inline(always)]
+fn goroutine(ctx: &ProbeContext) -> u64 {
+    // SAFETY: the probe's saved registers, a valid context.
+    unsafe { (*ctx.regs).r14 }
+}
+
+/// Entry of a Go function without a stack check.
+#[uprobe]
+pub fn go_entry(ctx: ProbeContext) -> u32 {
+    go_entered(&ctx);
+    0
+}
+
+/// Entry of a Go function, on its stack check's branch (JBE to `runtime.morestack`):
+/// when the branch is taken (CF or ZF) the stack grows and the call starts over, to
+/// pass here again; that pass is the call's entry.
+#[uprobe]
+pub fn go_entry_check(ctx: ProbeContext) -> u32 {
+    const CF_ZF: u64 = 0x1 | 0x40;
+    // SAFETY: the probe's saved registers, a valid context.
+    if unsafe { (*ctx.regs).eflags } & CF_ZF == 0 {
+        go_entered(&ctx);
+    }
+    0
+}
+
+#[inline(always)]
+fn go_entered(ctx: &ProbeContext) {
+    // SAFETY: helper reading this program's attach cookie.
+    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let (tgid, tid) = current();
+    if !probed(tgid, tid) {
+        return;
+    }
+    if counting() {
+        stat::go_entry(tgid, func, goroutine(ctx), now(), &config());
+        return;
+    }
+    emit(GoEntry {
+        h: header(tid, kind::GO_ENTRY),
+        func,
+        _pad: 0,
+        g: goroutine(ctx),
+    });
+}
+
+/// One of a Go function's return instructions.
+#[uprobe]
+pub fn go_exit(ctx: ProbeContext) -> u32 {
+    // SAFETY: helper reading this program's attach cookie.
+    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let (tgid, tid) = current();
+    if counting() {
+        // Every call's returns are probed, timed or not: the one lookup keyed by the
+        // process is the filter too (an untraced process never opens a timed call).
+        // SAFETY: as in `goroutine`.
+        let ret = unsafe { (*ctx.regs).rax };
+        stat::go_return(tgid, func, goroutine(&ctx), ret, now());
+        return 0;
+    }
+    if !probed(tgid, tid) {
+        return 0;
+    }
+    emit(GoExit {
+        h: header(tid, kind::GO_EXIT),
+        func,
+        _pad: 0,
+        // SAFETY: as in `goroutine`.
+        ret: unsafe { (*ctx.regs).rax },
+        g: goroutine(&ctx),
+    });
+    0
+}
