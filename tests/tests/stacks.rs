@@ -326,6 +326,76 @@ fn stat_counts_stacks_in_the_kernel() {
     assert!(spinner["on_cpu_total_ns"].as_u64().unwrap() > 0);
 }
 
+/// `tracer stat --stacks` over more stacks than the kernel's map of counts holds: ten
+/// thousand short-lived processes, forked at a pace of about 3,000 a second, block once
+/// each in `clock_nanosleep` (and their parents once after each fork), each process a
+/// key of its own. The keys no longer hit leave the map once it is half full, so no
+/// update is dropped, and every sleep's block is counted under its stack (or said to
+/// have lost its frames to a slot of the kernel's table of stacks another one held).
+#[test]
+fn stat_stacks_beyond_the_maps_capacity_are_all_counted() {
+    let _serial = serial();
+    // Process ids must not come round again, or processes would share keys.
+    let _pid_max = PidMax::at_least(1 << 22);
+    let mut fx = Piped::spawn(&build_fixture("forkstorm"), &["100", "100", "200"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("storm.stat");
+    let st = start_tracer("stat", fx.pid(), &out, &["--stacks", "-i", "200ms"]);
+    fx.send(b"g");
+    let forks = fx.numbers("FORKS", Duration::from_secs(120))[0];
+    stop_tracer(st);
+    fx.close_stdin();
+    assert!(fx.wait(Duration::from_secs(10)).success());
+    assert_eq!(forks, 100 + 100 * 100, "forks failed in the fixture");
+    assert!(forks > u64::from(tracer_abi::MAX_STAT_STACKS));
+
+    let mut r = trace_file::Reader::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let mut dropped = 0;
+    let mut blocking = std::collections::HashSet::new();
+    while let Some(c) = r.next_chunk().unwrap() {
+        if c.kind == trace_file::ChunkKind::Window {
+            let w: trace_file::StatWindow = c.meta().unwrap();
+            dropped += w.dropped;
+            blocking.extend(w.stacks.iter().filter(|s| !s.on_cpu).map(|s| s.stack));
+        }
+    }
+    assert_eq!(dropped, 0, "stack counts dropped for want of room");
+    assert!(
+        blocking.len() as u64 > forks,
+        "{} blocking stacks for {forks} processes",
+        blocking.len()
+    );
+    let summary = tracer_ok(&[
+        "summary".as_ref(),
+        "--by".as_ref(),
+        "stack".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        out.as_os_str(),
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    let functions = doc["functions"].as_array().unwrap();
+    let sleeps = (functions.iter())
+        .find(|f| f["function"] == "do_nanosleep")
+        .unwrap_or_else(|| panic!("no do_nanosleep in the stacks: {}", doc["cut"]));
+    let blocks = sleeps["blocks_total"].as_u64().unwrap();
+    let collided: u64 = (doc["cut"].as_array().unwrap().iter())
+        .filter(|c| c[0].as_str().unwrap().starts_with("table:"))
+        .map(|c| c[1].as_u64().unwrap())
+        .sum();
+    eprintln!(
+        "{forks} processes, {} blocking stacks, {blocks} blocks in do_nanosleep, \
+         {collided} without frames",
+        blocking.len(),
+    );
+    // Each process forked sleeps once, and its parent once after forking it.
+    assert!(
+        blocks + collided >= 2 * forks,
+        "{blocks} blocks in do_nanosleep and {collided} without frames for {} sleeps",
+        2 * forks
+    );
+}
+
 /// Stacks yield to events: while the recorder is stopped (SIGSTOP), two threads that block
 /// and wake each other 30,000 times a second fill its ring with blocking stacks (up to
 /// 16 KiB each); past half the ring, stacks are shed and counted, and the switches and

@@ -12,10 +12,7 @@
 //! ring's cold memory: docs/performance.md) and only its used part is sent.
 
 use aya_ebpf::{
-    bindings::{
-        pt_regs, BPF_ANY, BPF_F_REUSE_STACKID, BPF_F_USER_STACK, BPF_RB_AVAIL_DATA,
-        BPF_RB_NO_WAKEUP,
-    },
+    bindings::{pt_regs, BPF_ANY, BPF_F_USER_STACK, BPF_RB_AVAIL_DATA, BPF_RB_NO_WAKEUP},
     btf_maps::{PerCpuArray, PerCpuHashMap, StackTrace},
     helpers::generated::{
         bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_get_stack, bpf_get_stackid,
@@ -62,20 +59,21 @@ pub fn stack_sample(ctx: PerfEventContext) -> u32 {
 
 /// Counting mode: counts the current thread's stacks in the kernel, walked by frame
 /// pointers (`bpf_get_stackid`): a profile that can stay on for days, right where the
-/// code keeps frame pointers (the kernel's does). A stack displaced from the full map of
-/// ids by a colliding one reuses its id (`BPF_F_REUSE_STACKID`): its counts from then on
-/// go to the new stack.
+/// code keeps frame pointers (the kernel's does). A stack's id is its hash's slot in
+/// `STACK_IDS`; a stack whose slot holds another keeps the error (`-EEXIST`) for an id,
+/// so its samples are counted and said to have lost their frames, never given another
+/// stack's (which `BPF_F_REUSE_STACKID` would do). The recorder frees the slots of stacks
+/// no longer seen.
 #[inline(never)]
 pub fn count(ctx: *mut core::ffi::c_void, tid: u32, tgid: u32, cause: u32) {
     if config().stacks == 0 {
         return;
     }
-    let reuse = BPF_F_REUSE_STACKID as u64;
     let ids = core::ptr::addr_of!(STACK_IDS) as *mut core::ffi::c_void;
     // SAFETY: the program's context and our own stack-trace map.
-    let user = unsafe { bpf_get_stackid(ctx, ids, reuse | BPF_F_USER_STACK as u64) };
+    let user = unsafe { bpf_get_stackid(ctx, ids, BPF_F_USER_STACK as u64) };
     // SAFETY: as above.
-    let kernel = unsafe { bpf_get_stackid(ctx, ids, reuse) };
+    let kernel = unsafe { bpf_get_stackid(ctx, ids, 0) };
     let key = StackKey {
         tgid: seen_tgid(tid, tgid),
         cause,

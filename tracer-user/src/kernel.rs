@@ -132,6 +132,44 @@ pub type StackMaps = (
     PerCpuHashMap<MapData, StackKey, u64>,
 );
 
+/// Removes `key` from `counts` and returns its count summed over the CPUs, as the kernel
+/// had it when removing it (`BPF_MAP_LOOKUP_AND_DELETE_ELEM`: an update racing with the
+/// removal is in the count or lands after it, in a key of its own).
+pub fn take_stack_count(
+    counts: &PerCpuHashMap<MapData, StackKey, u64>,
+    key: &StackKey,
+) -> std::io::Result<u64> {
+    use aya::maps::IterableMap;
+    use aya_obj::generated::{bpf_attr, bpf_cmd};
+    use std::os::fd::AsRawFd;
+    let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
+    // One u64 a possible CPU: per-CPU values are 8-byte aligned.
+    let mut values = vec![0u64; cpus];
+    // SAFETY: a plain C union, valid when zeroed.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the fields of the command's member of the union.
+    unsafe {
+        let u = &mut attr.__bindgen_anon_2;
+        u.map_fd = counts.map().fd().as_fd().as_raw_fd() as u32;
+        u.key = key as *const StackKey as u64;
+        u.__bindgen_anon_1.value = values.as_mut_ptr() as u64;
+    }
+    // SAFETY: the kernel reads a key and writes one value per possible CPU, the sizes the
+    // map was made with.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_MAP_LOOKUP_AND_DELETE_ELEM as libc::c_long,
+            &mut attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(values.iter().sum())
+}
+
 /// Counting mode's maps (see tracer-ebpf/src/stat.rs).
 pub struct StatMaps {
     /// With `--stacks`: the stacks by id, and the counts per (process, cause, stacks).

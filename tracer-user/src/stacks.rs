@@ -112,8 +112,16 @@ impl Stacks {
 
     /// The id of a stack walked in the kernel (`tracer stat --stacks`): `user` as
     /// `bpf_get_stackid` gives it (the instruction pointer, then return addresses),
-    /// `kernel` likewise. The process's mappings are read with its first stack.
-    pub fn define(&mut self, tgid: u32, user: &[u64], kernel: &[u64], now_ns: u64) -> u32 {
+    /// `kernel` likewise, `cut` why frames are missing. The process's mappings are read
+    /// with its first stack.
+    pub fn define(
+        &mut self,
+        tgid: u32,
+        user: &[u64],
+        kernel: &[u64],
+        cut: Option<String>,
+        now_ns: u64,
+    ) -> u32 {
         if !user.is_empty() {
             self.unwinders.note(tgid, now_ns);
         }
@@ -127,7 +135,7 @@ impl Stacks {
             tgid,
             user,
             kernel,
-            cut: None,
+            cut,
         })
     }
 

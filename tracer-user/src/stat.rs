@@ -15,7 +15,8 @@ use trace_file::{
     Writer,
 };
 use tracer_abi::{
-    stack_cause, tstate, StackKey, HIST_BUCKETS, MAX_SYSCALLS, WAIT_BUCKETS, WAIT_SHIFT,
+    stack_cause, tstate, StackKey, HIST_BUCKETS, MAX_STAT_STACKS, MAX_SYSCALLS, WAIT_BUCKETS,
+    WAIT_SHIFT,
 };
 
 use trace_summary::units::human_ns;
@@ -24,37 +25,90 @@ use crate::kernel::{Kernel, SeenIds, StackMaps, StatMaps};
 use crate::stacks::Stacks;
 
 /// The stacks counted since the last read, as ids of the file's stack table.
+///
+/// Over half full, the kernel's map of counts is rid of the keys no sample or block hit
+/// since the last read (an exited process's, a path no longer taken), their last counts
+/// taken with them, and the map of stacks of the stacks no key names any more: a run of
+/// days goes on counting new stacks instead of dropping them.
 fn window_stacks(
     (table, _, last): &mut (Stacks, u64, HashMap<StackKey, u64>),
-    (ids, counts): &StackMaps,
+    (ids, counts): &mut StackMaps,
     now: u64,
 ) -> Result<Vec<WindowStack>> {
     let mut changed = Vec::new();
+    let mut stale = Vec::new();
     for item in counts.iter() {
         let (key, per_cpu) = item?;
         let total: u64 = per_cpu.iter().sum();
         let before = last.insert(key, total).unwrap_or(0);
-        if total > before {
-            changed.push((key, total - before));
+        match total > before {
+            true => changed.push((key, total - before)),
+            false => stale.push(key),
+        }
+    }
+    let mut evicted = Vec::new();
+    if last.len() > MAX_STAT_STACKS as usize / 2 {
+        for key in stale {
+            // Gone meanwhile (never: only the recorder removes) or refused: kept.
+            let Ok(total) = crate::kernel::take_stack_count(counts, &key) else {
+                continue;
+            };
+            let before = last.remove(&key).unwrap_or(0);
+            if total > before {
+                changed.push((key, total - before));
+            }
+            evicted.push(key);
         }
     }
     changed.sort_by_key(|(k, _)| (k.tgid, k.cause, k.user, k.kernel));
-    let frames = |id: i64| -> Vec<u64> {
-        u32::try_from(id)
-            .ok()
-            .and_then(|id| ids.get(&id, 0).ok())
-            .map(|t| t.frames().iter().map(|f| f.ip).collect())
-            .unwrap_or_default()
+    // The frames of a stack id, or why there are none: a stack whose slot in the
+    // kernel's table held another one (-EEXIST), or that left the table before this read.
+    let frames = |id: i64| -> (Vec<u64>, Option<String>) {
+        match u32::try_from(id) {
+            Ok(id) => match ids.get(&id, 0) {
+                Ok(t) => (t.frames().iter().map(|f| f.ip).collect(), None),
+                Err(_) => (Vec::new(), Some(CUT_GONE.to_string())),
+            },
+            Err(_) if id == -i64::from(libc::EEXIST) => {
+                (Vec::new(), Some(CUT_COLLIDED.to_string()))
+            }
+            // No stack to walk (a kernel thread's user stack) or a fault walking it.
+            Err(_) => (Vec::new(), None),
+        }
     };
-    Ok(changed
+    let out = changed
         .into_iter()
-        .map(|(key, count)| WindowStack {
-            stack: table.define(key.tgid, &frames(key.user), &frames(key.kernel), now),
-            on_cpu: key.cause == stack_cause::SAMPLE,
-            count,
+        .map(|(key, count)| {
+            let (user, cut_user) = frames(key.user);
+            let (kernel, cut_kernel) = frames(key.kernel);
+            WindowStack {
+                stack: table.define(key.tgid, &user, &kernel, cut_user.or(cut_kernel), now),
+                on_cpu: key.cause == stack_cause::SAMPLE,
+                count,
+            }
         })
-        .collect())
+        .collect();
+    // The frames were read: free the slots no remaining key names.
+    if !evicted.is_empty() {
+        let named: std::collections::HashSet<i64> =
+            last.keys().flat_map(|k| [k.user, k.kernel]).collect();
+        for key in evicted {
+            for id in [key.user, key.kernel] {
+                if let Ok(slot) = u32::try_from(id) {
+                    if !named.contains(&id) {
+                        let _ = ids.remove(&slot);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
 }
+
+/// Why a counted stack has no frames, as its `cut` says.
+const CUT_COLLIDED: &str =
+    "table: its slot in the kernel's table of stacks held another stack (stat --stacks)";
+const CUT_GONE: &str = "table: it left the kernel's table of stacks before it was read";
 
 /// Counting-mode settings.
 #[derive(Clone, Copy)]
@@ -178,7 +232,7 @@ impl Counting {
         };
         win.functions = self.functions(maps)?;
         win.syscalls = self.syscalls(maps)?;
-        if let (Some(st), Some(maps)) = (&mut self.stacks, &maps.stacks) {
+        if let (Some(st), Some(maps)) = (&mut self.stacks, &mut maps.stacks) {
             win.stack_period_ns = st.1;
             win.stacks = window_stacks(st, maps, now)?;
             // The window names these stacks: they are defined before it.
