@@ -61,15 +61,7 @@ fn record(binary: &Path, dir: &Path) -> Seen {
         })
         .collect();
     // The summary by stack names c, with its line, as where the CPU time went.
-    let summary = tracer_ok(&[
-        "summary".as_ref(),
-        "--by".as_ref(),
-        "stack".as_ref(),
-        "--format".as_ref(),
-        "json".as_ref(),
-        trace.as_os_str(),
-    ]);
-    let doc: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    let doc = stack_summary(&trace);
     let functions = doc["functions"].as_array().unwrap();
     let c = functions
         .iter()
@@ -147,6 +139,19 @@ fn record(binary: &Path, dir: &Path) -> Seen {
 }
 
 /// Sum of the values of the lines `keep` accepts.
+/// `tracer summary --by stack --format json` of a file.
+fn stack_summary(path: &Path) -> serde_json::Value {
+    let summary = tracer_ok(&[
+        "summary".as_ref(),
+        "--by".as_ref(),
+        "stack".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        path.as_os_str(),
+    ]);
+    serde_json::from_slice(&summary.stdout).unwrap()
+}
+
 fn total(folded: &BTreeMap<String, u64>, keep: impl Fn(&str) -> bool) -> u64 {
     folded
         .iter()
@@ -300,15 +305,7 @@ fn stat_counts_stacks_in_the_kernel() {
         .find_map(|l| l.strip_prefix("SPINNER "))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .expect("a SPINNER line");
-    let summary = tracer_ok(&[
-        "summary".as_ref(),
-        "--by".as_ref(),
-        "stack".as_ref(),
-        "--format".as_ref(),
-        "json".as_ref(),
-        stat.as_os_str(),
-    ]);
-    let doc: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    let doc = stack_summary(&stat);
     assert!(doc["walked"].as_str().unwrap().contains("frame pointers"));
     let functions = doc["functions"].as_array().unwrap();
     let c = functions.iter().find(|f| f["function"] == "c").expect("c");
@@ -365,15 +362,7 @@ fn stat_stacks_beyond_the_maps_capacity_are_all_counted() {
         "{} blocking stacks for {forks} processes",
         blocking.len()
     );
-    let summary = tracer_ok(&[
-        "summary".as_ref(),
-        "--by".as_ref(),
-        "stack".as_ref(),
-        "--format".as_ref(),
-        "json".as_ref(),
-        out.as_os_str(),
-    ]);
-    let doc: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    let doc = stack_summary(&out);
     let functions = doc["functions"].as_array().unwrap();
     let sleeps = (functions.iter())
         .find(|f| f["function"] == "do_nanosleep")
