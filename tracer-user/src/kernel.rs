@@ -154,19 +154,9 @@ pub fn take_stack_count(
         u.key = key as *const StackKey as u64;
         u.__bindgen_anon_1.value = values.as_mut_ptr() as u64;
     }
-    // SAFETY: the kernel reads a key and writes one value per possible CPU, the sizes the
-    // map was made with.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            bpf_cmd::BPF_MAP_LOOKUP_AND_DELETE_ELEM as libc::c_long,
-            &mut attr as *mut bpf_attr,
-            std::mem::size_of::<bpf_attr>(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // The kernel reads a key and writes one value per possible CPU, the sizes the map
+    // was made with.
+    crate::sessions::sys_bpf(bpf_cmd::BPF_MAP_LOOKUP_AND_DELETE_ELEM, &mut attr)?;
     Ok(values.iter().sum())
 }
 
@@ -750,19 +740,10 @@ fn recursion_misses(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
     attr.info.bpf_fd = fd.as_raw_fd() as u32;
     attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
     attr.info.info = &mut info as *mut bpf_prog_info as u64;
-    // SAFETY: BPF_OBJ_GET_INFO_BY_FD writes at most info_len bytes into `info`.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
-            &mut attr as *mut bpf_attr,
-            std::mem::size_of::<bpf_attr>(),
-        )
-    };
-    if rc == 0 {
-        info.recursion_misses
-    } else {
-        0
+    // BPF_OBJ_GET_INFO_BY_FD writes at most info_len bytes into `info`.
+    match crate::sessions::sys_bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) {
+        Ok(_) => info.recursion_misses,
+        Err(_) => 0,
     }
 }
 

@@ -165,7 +165,8 @@ pub fn link(
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-fn sys_bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<i64> {
+/// The `bpf` system call, its error as `errno` says.
+pub(crate) fn sys_bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<i64> {
     // SAFETY: `attr` is a valid bpf_attr of the size passed.
     let rc = unsafe {
         libc::syscall(
