@@ -123,9 +123,9 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
     assert!(f.windows.iter().all(|w| w.dropped == 0));
 
     // The 1%. Running time is the kernel's own charge (sum_exec_runtime at each
-    // switch), so it matches schedstat: -0.004% to -0.24% over about 45 thread checks here.
-    // From timestamps alone it was +0.03% to +1.10% (load balancing in the switch-out and
-    // hypervisor steal counted as running).
+    // switch), so it matches schedstat to the ns here, even across switch-ins no program
+    // sees (docs/performance.md). From timestamps alone it was +0.03% to +1.10% (load
+    // balancing in the switch-out and hypervisor steal counted as running).
     let checked = truth.check("worker", 0.01, |tid| {
         f.windows
             .iter()

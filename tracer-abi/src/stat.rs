@@ -103,8 +103,12 @@ pub struct ThreadSched {
     pub cpu: u32,
     /// Entry time of the system call in progress, 0 when none.
     pub sys_start: u64,
-    /// The task's `sum_exec_runtime` when it last took a CPU; 0 when unknown.
+    /// The task's `sum_exec_runtime` at its last switch (in or out), or from /proc at
+    /// attach; 0 when unknown.
     pub exec_base: u64,
+    /// When `exec_base` was read, CLOCK_MONOTONIC ns: the charge since cannot exceed the
+    /// time since (`since` can run ahead of it).
+    pub exec_at: u64,
     /// Probed calls in progress.
     pub depth: u32,
     /// 1 once the thread has exited: user space reports it a last time and removes it.
@@ -121,7 +125,7 @@ crate::records::exact_layout! {
     FuncStat { u64, u64, u64, u64, [u64; HIST_BUCKETS], u64 }
     SysStat { u64, u64, u64, u64 }
     ThreadStat { [u64; 4], u64, u64, u64, u64, u64, u64, u64, [u32; WAIT_BUCKETS] }
-    ThreadSched { u64, u32, u32, u64, u64, u32, u32, [u64; MAX_DEPTH], [u32; MAX_DEPTH], ThreadStat }
+    ThreadSched { u64, u32, u32, u64, u64, u64, u32, u32, [u64; MAX_DEPTH], [u32; MAX_DEPTH], ThreadStat }
 }
 
 /// Distinct stacks `tracer stat --stacks` keeps in the kernel (each side: user, kernel).

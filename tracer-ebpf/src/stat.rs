@@ -143,18 +143,25 @@ pub fn create(tid: u32, state: u32, now: u64) -> Option<*mut ThreadSched> {
         }
         return Some(t);
     }
-    let fresh = ThreadSched {
-        since: now,
-        state,
-        cpu: cpu(),
-        ..ThreadSched::default()
-    };
-    if SCHED.insert(tid, fresh, BPF_ANY as u64).is_err() {
+    // Inserted from a global, not built on the stack: the switch creates two threads'
+    // entries, which would not fit in its 512 bytes.
+    if SCHED.insert(tid, &FRESH, BPF_ANY as u64).is_err() {
         bump(counter::STAT_FULL);
         return None;
     }
-    SCHED.get_ptr_mut(tid)
+    let t = SCHED.get_ptr_mut(tid)?;
+    // SAFETY: our own map's value.
+    unsafe {
+        (*t).since = now;
+        (*t).state = state;
+        (*t).cpu = cpu();
+    }
+    Some(t)
 }
+
+/// A thread's entry before its first state: all zero.
+// SAFETY: every field of ThreadSched is an integer or an array of integers.
+static FRESH: ThreadSched = unsafe { core::mem::zeroed() };
 
 /// The entry of a thread that is running: probed calls are made only by the traced
 /// process, so whoever makes one is traced.
@@ -359,49 +366,61 @@ pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
     }
 }
 
+/// How far the kernel's charge may exceed the time it was charged over (see
+/// `transition`).
+const EXEC_SLACK_NS: u64 = 100_000;
+
 /// Closes the interval thread `t` is in at `now` and opens one in `state` on `cpu`;
 /// returns the CPU it was last on. `exec` is the task's `sum_exec_runtime` at a switch
 /// (0 elsewhere, or when unread).
 ///
-/// A run ends where the kernel stopped charging the thread, not at the switch's
-/// timestamp: between the two the kernel picks the next task, which, when the CPU is about
-/// to idle, includes balancing load across CPUs (microseconds), and hypervisor steal is
-/// never charged. Timestamps alone put all that in the running time, more than schedstat
-/// says (docs/performance.md). That time goes to the state the thread switched to, in
-/// which it already was, so states still add up to the wall time.
-/// How far the kernel's charge for a run may exceed the time between its switch stamps.
-const EXEC_SLACK_NS: u64 = 100_000;
-
+/// Running time is the kernel's own charge, the growth of `sum_exec_runtime` since the
+/// last switch: a run ends where the kernel stopped charging the thread, not at the
+/// switch's timestamp. Between the two the kernel picks the next task, which, when the
+/// CPU is about to idle, includes balancing load across CPUs (microseconds), and
+/// hypervisor steal is never charged; timestamps alone put all that in the running time,
+/// more than schedstat says (docs/performance.md). The charge can also exceed the time
+/// between our two switch stamps: the kernel starts charging when it picks the thread, a
+/// moment before the switch-in's tracepoint. The difference goes to the state the thread
+/// switched to (`since` runs ahead of the clock until an interval off the CPU absorbs
+/// it), so states still add up to the wall time.
+///
+/// The charge also recovers a run whose switch-in was never reported: a thread leaves a
+/// CPU while we hold it ready or blocked. Some kernels run tasks whose switches out no
+/// program sees (a VM's agent here: docs/performance.md); the run that follows one is
+/// the charge, the rest of the interval its old state, ready time first.
 #[inline(always)]
 fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) -> u32 {
     // SAFETY: our own map's value; a thread's switches and wakeups are serialized by the
     // scheduler's locks.
     unsafe {
-        let (old_state, since, old_cpu, old_base) =
-            ((*t).state, (*t).since, (*t).cpu, (*t).exec_base);
-        let mut spent = now.saturating_sub(since);
-        // The kernel's charge, unless it is not this run's (a base from /proc at attach
-        // that is stale by more than the slack). It can exceed the time between our two
-        // switch stamps: the kernel starts charging when it picks the thread, a moment
-        // before the switch-in's tracepoint, and taking the smaller of the two loses
-        // that moment at every switch, which adds up when switches are many.
-        if old_state == tstate::RUNNING
-            && old_base != 0
-            && exec >= old_base
-            && exec - old_base <= spent + EXEC_SLACK_NS
-        {
-            spent = exec - old_base;
-        }
+        let (old_state, since, old_cpu, base) = ((*t).state, (*t).since, (*t).cpu, (*t).exec_base);
+        let span = now.saturating_sub(since);
+        // The charge since the base, unless it cannot be this thread's since then (a
+        // base from /proc at attach, stale by more than the slack).
+        let charged = (exec != 0 && base != 0 && exec >= base)
+            .then(|| exec - base)
+            .filter(|c| *c <= now.saturating_sub((*t).exec_at) + EXEC_SLACK_NS);
+        let (running, other) = match charged {
+            Some(c) if old_state == tstate::RUNNING => (c, 0),
+            Some(c) => (c, span.saturating_sub(c)),
+            None if old_state == tstate::RUNNING => (span, 0),
+            None => (0, span),
+        };
+        (*t).stat.state_ns[tstate::RUNNING as usize] += running;
         // The index is masked into range; black_box keeps the mask, which LLVM would drop
         // where the caller has compared the state (the verifier cannot see why).
-        (*t).stat.state_ns[(core::hint::black_box(old_state) & 3) as usize] += spent;
+        (*t).stat.state_ns[(core::hint::black_box(old_state) & 3) as usize] += other;
         if old_state == tstate::READY {
-            (*t).stat.wait_hist[wait_bucket(spent)] += 1;
+            (*t).stat.wait_hist[wait_bucket(other)] += 1;
         }
-        (*t).since = since + spent;
+        (*t).since = since + running + other;
         (*t).state = state;
         (*t).cpu = cpu;
-        (*t).exec_base = if state == tstate::RUNNING { exec } else { 0 };
+        if exec != 0 {
+            (*t).exec_base = exec;
+            (*t).exec_at = now;
+        }
         old_cpu
     }
 }
@@ -418,16 +437,6 @@ pub fn switch(
 ) {
     let cpu = cpu();
     if let Some((t, exec)) = prev {
-        // SAFETY: as in `transition`.
-        unsafe {
-            if (*t).state == tstate::READY && (*t).exec_base != 0 {
-                // Only a running thread is switched out: one still in the READY state it
-                // was seeded with at attach (with its CPU time then as the base, which
-                // no READY state of ours has) has been running since
-                // (state_of_proc_letter).
-                (*t).state = tstate::RUNNING;
-            }
-        }
         // An exiting thread's last interval is never read: any sleeping state will do.
         let state = match state_after_switch(prev_state) {
             tstate::EXITED => tstate::BLOCKED,

@@ -226,6 +226,7 @@ fn seed_threads(
                     state: stat::seed_state(pid, t.tid, t.state),
                     cpu: procfs::last_cpu(pid, t.tid).unwrap_or(0),
                     exec_base: procfs::exec_ns(pid, t.tid).unwrap_or(0),
+                    exec_at: now,
                     ..Default::default()
                 };
                 kernel.seed_thread(t.tid, seed)?;
