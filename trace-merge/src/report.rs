@@ -90,6 +90,9 @@ pub struct InputReport {
     pub orphan_func_exits: u64,
     /// Wakeups whose wakee never ran (no link drawn).
     pub unresolved_wakeups: u64,
+    /// Runs whose switch-in the kernel did not report (each starts at the thread's first
+    /// own record).
+    pub unseen_switch_ins: u64,
 }
 
 impl InputReport {
@@ -117,6 +120,7 @@ impl InputReport {
                 .collect(),
             orphan_func_exits: ts.orphan_func_exits,
             unresolved_wakeups: ts.unresolved_wakeups,
+            unseen_switch_ins: ts.unseen_switch_ins,
         }
     }
 }
@@ -140,6 +144,13 @@ impl std::fmt::Display for InputReport {
                 f,
                 "stacks not taken (ring buffer over half full; the events are there): {}",
                 self.stacks_shed
+            )?;
+        }
+        if self.unseen_switch_ins > 0 {
+            writeln!(
+                f,
+                "switch-ins the kernel did not report (those runs start at the thread's first own record): {}",
+                self.unseen_switch_ins
             )?;
         }
         for (p, at) in &self.truncated {

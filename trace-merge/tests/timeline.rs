@@ -325,7 +325,8 @@ fn a_thread_runnable_at_attach_is_placed_by_its_first_switch() {
         .at(90, 0, 8, sw(0, 1));
     b.stop(100);
     let dir = tempfile::tempdir().unwrap();
-    let (items, _) = items(open(&dir, &[&b], MergeOptions::default()));
+    let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    assert_eq!(tl.stats().unseen_switch_ins, 0);
     let states = |tid: u32| -> Vec<(ThreadState, u64, u64, Option<u32>)> {
         (items.iter())
             .filter_map(|i| match i {
@@ -351,6 +352,45 @@ fn a_thread_runnable_at_attach_is_placed_by_its_first_switch() {
             (Blocked, us(90), us(100), None)
         ]
     );
+}
+
+/// A thread switched out while held ready ran without a reported switch-in (some
+/// kernels run tasks whose switches out no program sees): its ready time ends there, and
+/// the switch is counted, not taken for an error.
+#[test]
+fn a_switch_out_with_no_switch_in_before_is_counted() {
+    let mut b = TraceBuilder::new("h", 1);
+    b.process(7, "/bin/x").thread(7, 8, "worker", 'S');
+    b.at(10, 0, 0, sw(8, 0))
+        .at(20, 0, 8, sw(0, 0)) // preempted
+        .at(40, 0, 8, sw(0, 1)) // out again, never switched in
+        .at(50, 0, 0, sw(8, 0))
+        .at(60, 0, 8, sw(0, 1));
+    b.stop(100);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    let states: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::State(s) if s.tid == 8 => Some((s.state, s.begin / 1000, s.end / 1000)),
+            _ => None,
+        })
+        .collect();
+    use ThreadState::*;
+    assert_eq!(
+        states,
+        [
+            (Blocked, 0, 10),
+            (Running, 10, 20),
+            (Ready, 20, 40),
+            (Blocked, 40, 50),
+            (Running, 50, 60),
+            (Blocked, 60, 100)
+        ]
+    );
+    assert_eq!(tl.stats().unseen_switch_ins, 1);
+    assert!(trace_merge::report::InputReport::of(&tl)
+        .to_string()
+        .contains("switch-ins the kernel did not report (those runs start at the thread's first own record): 1"));
 }
 
 /// The same when the first sign of a thread runnable at attach is a record of its own (a

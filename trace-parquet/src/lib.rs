@@ -308,9 +308,11 @@ fn add_input(all: &mut InputReport, one: InputReport) {
     all.max_lateness_ns = all.max_lateness_ns.max(one.max_lateness_ns);
     all.lost_by_kernel += one.lost_by_kernel;
     all.threads_not_traced += one.threads_not_traced;
+    all.stacks_shed += one.stacks_shed;
     all.truncated.extend(one.truncated);
     all.damage.extend(one.damage);
     all.without_trailer.extend(one.without_trailer);
     all.orphan_func_exits += one.orphan_func_exits;
     all.unresolved_wakeups += one.unresolved_wakeups;
+    all.unseen_switch_ins += one.unseen_switch_ins;
 }

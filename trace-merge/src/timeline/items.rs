@@ -350,4 +350,7 @@ pub struct TimelineStats {
     pub syscall_exits_without_entry: u64,
     /// Wakeups whose wakee never ran before exiting or the end of the trace.
     pub unresolved_wakeups: u64,
+    /// Switches out of a thread held ready or asleep: the kernel reported no switch-in
+    /// before (docs/performance.md), so its run starts at its first own record.
+    pub unseen_switch_ins: u64,
 }

@@ -10,6 +10,10 @@ impl Timeline {
             if self.rt[r as usize].seeded {
                 self.seen_running(r, m.cpu);
             }
+            use ThreadState::{Blocked, Io, Ready};
+            if matches!(self.rt[r as usize].state, Ready | Blocked | Io) {
+                self.stats.unseen_switch_ins += 1;
+            }
             let s = ThreadState::from_prev_state(prev_state);
             self.set_state(r, s, t, None);
             if s == ThreadState::Exited {

@@ -278,6 +278,12 @@ fn notes(files: &[FileInfo], lost: u64, tl: &Timeline) -> Vec<String> {
             st.orphan_func_exits
         ));
     }
+    if st.unseen_switch_ins > 0 {
+        notes.push(format!(
+            "{} switch-ins the kernel did not report: those runs start at the thread's first own record",
+            st.unseen_switch_ins
+        ));
+    }
     let late = tl.merger().stats().late;
     if late > 0 {
         notes.push(format!(
