@@ -9,7 +9,7 @@ use std::io::Write;
 use stack_names::StackNames;
 use trace_merge::timeline::{Sample, Timeline};
 
-use super::Str;
+use super::json::Str;
 use crate::fmt::push_us;
 
 /// The frames tree and the samples met so far.
