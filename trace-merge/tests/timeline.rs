@@ -27,6 +27,16 @@ fn items(mut tl: Timeline) -> (Vec<Item>, Timeline) {
     (v, tl)
 }
 
+/// Thread `tid`'s state intervals: state, begin, end (ns) and CPU.
+fn states_of(items: &[Item], tid: u32) -> Vec<(ThreadState, u64, u64, Option<u32>)> {
+    (items.iter())
+        .filter_map(|i| match i {
+            Item::State(s) if s.tid == tid => Some((s.state, s.begin, s.end, s.cpu)),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn merge_is_sorted_complete_and_bounded() {
     for seed in 1..=20u64 {
@@ -327,14 +337,7 @@ fn a_thread_runnable_at_attach_is_placed_by_its_first_switch() {
     let dir = tempfile::tempdir().unwrap();
     let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
     assert_eq!(tl.stats().unseen_switch_ins, 0);
-    let states = |tid: u32| -> Vec<(ThreadState, u64, u64, Option<u32>)> {
-        (items.iter())
-            .filter_map(|i| match i {
-                Item::State(s) if s.tid == tid => Some((s.state, s.begin, s.end, s.cpu)),
-                _ => None,
-            })
-            .collect()
-    };
+    let states = |tid: u32| states_of(&items, tid);
     use ThreadState::*;
     let us = |u: u64| u * 1000;
     assert_eq!(
@@ -354,6 +357,34 @@ fn a_thread_runnable_at_attach_is_placed_by_its_first_switch() {
     );
 }
 
+/// The same when the first sign of a thread runnable at attach is a record of its own (a
+/// system call): it was running on that CPU since attach.
+#[test]
+fn a_thread_runnable_at_attach_that_acts_first_was_running() {
+    let mut b = TraceBuilder::new("h", 2);
+    b.process(7, "/bin/x").thread(7, 7, "busy", 'R');
+    b.at(40, 1, 7, enter(0, 3, 10))
+        .at(45, 1, 7, exit(0, 10))
+        .at(50, 1, 7, sw(0, 1));
+    b.stop(100);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, _) = items(open(&dir, &[&b], MergeOptions::default()));
+    let states = states_of(&items, 7);
+    use ThreadState::*;
+    assert_eq!(
+        states,
+        [
+            (Running, 0, 50_000, Some(1)),
+            (Blocked, 50_000, 100_000, None)
+        ]
+    );
+    assert!(items.contains(&Item::OnCpu {
+        thread: 0,
+        time: 0,
+        cpu: 1
+    }));
+}
+
 /// A thread switched out while held ready ran without a reported switch-in (some
 /// kernels run tasks whose switches out no program sees): its ready time ends there, and
 /// the switch is counted, not taken for an error.
@@ -369,61 +400,23 @@ fn a_switch_out_with_no_switch_in_before_is_counted() {
     b.stop(100);
     let dir = tempfile::tempdir().unwrap();
     let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
-    let states: Vec<_> = (items.iter())
-        .filter_map(|i| match i {
-            Item::State(s) if s.tid == 8 => Some((s.state, s.begin / 1000, s.end / 1000)),
-            _ => None,
-        })
-        .collect();
     use ThreadState::*;
+    let us = |u: u64| u * 1000;
     assert_eq!(
-        states,
+        states_of(&items, 8),
         [
-            (Blocked, 0, 10),
-            (Running, 10, 20),
-            (Ready, 20, 40),
-            (Blocked, 40, 50),
-            (Running, 50, 60),
-            (Blocked, 60, 100)
+            (Blocked, 0, us(10), None),
+            (Running, us(10), us(20), Some(0)),
+            (Ready, us(20), us(40), None),
+            (Blocked, us(40), us(50), None),
+            (Running, us(50), us(60), Some(0)),
+            (Blocked, us(60), us(100), None)
         ]
     );
     assert_eq!(tl.stats().unseen_switch_ins, 1);
     assert!(trace_merge::report::InputReport::of(&tl)
         .to_string()
         .contains("switch-ins the kernel did not report (those runs start at the thread's first own record): 1"));
-}
-
-/// The same when the first sign of a thread runnable at attach is a record of its own (a
-/// system call): it was running on that CPU since attach.
-#[test]
-fn a_thread_runnable_at_attach_that_acts_first_was_running() {
-    let mut b = TraceBuilder::new("h", 2);
-    b.process(7, "/bin/x").thread(7, 7, "busy", 'R');
-    b.at(40, 1, 7, enter(0, 3, 10))
-        .at(45, 1, 7, exit(0, 10))
-        .at(50, 1, 7, sw(0, 1));
-    b.stop(100);
-    let dir = tempfile::tempdir().unwrap();
-    let (items, _) = items(open(&dir, &[&b], MergeOptions::default()));
-    let states: Vec<_> = (items.iter())
-        .filter_map(|i| match i {
-            Item::State(s) => Some((s.state, s.begin, s.end, s.cpu)),
-            _ => None,
-        })
-        .collect();
-    use ThreadState::*;
-    assert_eq!(
-        states,
-        [
-            (Running, 0, 50_000, Some(1)),
-            (Blocked, 50_000, 100_000, None)
-        ]
-    );
-    assert!(items.contains(&Item::OnCpu {
-        thread: 0,
-        time: 0,
-        cpu: 1
-    }));
 }
 
 /// Go calls pair by goroutine: a call that began on one thread and returned on another is
