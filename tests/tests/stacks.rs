@@ -324,11 +324,12 @@ fn stat_counts_stacks_in_the_kernel() {
 }
 
 /// `tracer stat --stacks` over more stacks than the kernel's map of counts holds: ten
-/// thousand short-lived processes, forked at a pace of about 3,000 a second, block once
+/// thousand short-lived processes, forked at a pace of about 3,000 a second, sleep once
 /// each in `clock_nanosleep` (and their parents once after each fork), each process a
 /// key of its own. The keys no longer hit leave the map once it is half full, so no
-/// update is dropped, and every sleep's block is counted under its stack (or said to
-/// have lost its frames to a slot of the kernel's table of stacks another one held).
+/// update is dropped, and every sleep that blocked (by the kernel's count of the
+/// sleeper's voluntary switches) is counted under its stack (or said to have lost its
+/// frames to a slot of the kernel's table of stacks another one held).
 #[test]
 fn stat_stacks_beyond_the_maps_capacity_are_all_counted() {
     let _serial = serial();
@@ -339,7 +340,10 @@ fn stat_stacks_beyond_the_maps_capacity_are_all_counted() {
     let out = dir.path().join("storm.stat");
     let st = start_tracer("stat", fx.pid(), &out, &["--stacks", "-i", "200ms"]);
     fx.send(b"g");
-    let forks = fx.numbers("FORKS", Duration::from_secs(120))[0];
+    let (forks, blocked) = match fx.numbers("FORKS", Duration::from_secs(120))[..] {
+        [forks, blocked] => (forks, blocked),
+        ref other => panic!("FORKS line {other:?}"),
+    };
     stop_tracer(st);
     fx.close_stdin();
     assert!(fx.wait(Duration::from_secs(10)).success());
@@ -374,14 +378,21 @@ fn stat_stacks_beyond_the_maps_capacity_are_all_counted() {
         .sum();
     eprintln!(
         "{forks} processes, {} blocking stacks, {blocks} blocks in do_nanosleep, \
-         {collided} without frames",
+         {collided} without frames, {blocked} of {} sleeps blocked",
         blocking.len(),
-    );
-    // Each process forked sleeps once, and its parent once after forking it.
-    assert!(
-        blocks + collided >= 2 * forks,
-        "{blocks} blocks in do_nanosleep and {collided} without frames for {} sleeps",
         2 * forks
+    );
+    // Each process forked sleeps once, and its parent once after forking it. A sleep
+    // can end without blocking (a sleeper preempted before it blocks, woken by its timer
+    // meanwhile): 20,191 to 20,200 of 20,200 blocked over 8 runs, every one counted.
+    assert!(
+        blocked * 100 >= 2 * forks * 99,
+        "{blocked} of {} sleeps blocked",
+        2 * forks
+    );
+    assert!(
+        blocks + collided >= blocked,
+        "{blocks} blocks in do_nanosleep and {collided} without frames for {blocked} sleeps that blocked"
     );
 }
 
