@@ -41,9 +41,10 @@ fn window_stacks(
         let (key, per_cpu) = item?;
         let total: u64 = per_cpu.iter().sum();
         let before = last.insert(key, total).unwrap_or(0);
-        match total > before {
-            true => changed.push((key, total - before)),
-            false => stale.push(key),
+        if total > before {
+            changed.push((key, total - before));
+        } else {
+            stale.push(key);
         }
     }
     let mut evicted = Vec::new();
