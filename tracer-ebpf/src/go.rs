@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use tracer_abi::*;
 
-use crate::programs::{config, counting, current, emit, header, now, probed};
+use crate::shared::{config, counting, current, emit, header, now, probed};
 use crate::stat;
 
 /// The goroutine a Go function runs in: R14 holds its `g` under Go's register ABI.

@@ -16,7 +16,7 @@ use aya_ebpf::{
 };
 use tracer_abi::{NsIds, NsSelf, MAX_THREADS};
 
-use crate::programs::offsets;
+use crate::shared::offsets;
 
 /// The kernel's tid -> ids in the recorder's namespace.
 #[btf_map]

@@ -24,7 +24,7 @@ use aya_ebpf::{
 };
 use tracer_abi::*;
 
-use crate::programs::{bump, config, counting, current, header, is_traced_tid, seen_tgid, EVENTS};
+use crate::shared::{bump, config, counting, current, header, is_traced_tid, seen_tgid, EVENTS};
 
 #[btf_map]
 static STACK_SCRATCH: PerCpuArray<StackRaw, 1> = PerCpuArray::new();

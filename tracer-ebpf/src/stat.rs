@@ -23,7 +23,7 @@ use aya_ebpf::{
 };
 use tracer_abi::*;
 
-use crate::programs::bump;
+use crate::shared::bump;
 
 #[btf_map]
 static FUNC_STATS: PerCpuArray<FuncStat, { MAX_FUNCS as usize }> = PerCpuArray::new();

@@ -1,12 +1,18 @@
 //! Reading a USDT probe's arguments as its note describes them: a register, memory at a
-//! register plus a displacement (and an index), or a constant; sized and sign-extended.
+//! register plus a displacement (and an index), or a constant; sized and sign-extended. The
+//! program `usdt` records a hit with them.
 
 use aya_ebpf::{
-    helpers::{bpf_probe_read_kernel, bpf_probe_read_user},
+    btf_maps::Array,
+    helpers::{bpf_probe_read_kernel, bpf_probe_read_user, generated::bpf_get_attach_cookie},
+    macros::{btf_map, uprobe},
     programs::ProbeContext,
     EbpfContext,
 };
-use tracer_abi::{usdt_arg, UsdtArg};
+use tracer_abi::*;
+
+use crate::shared::{counting, current, emit, header, probed};
+use crate::stat;
 
 /// The saved register at byte `offset` of `struct pt_regs` (0 if it cannot be read).
 #[inline(always)]
@@ -64,4 +70,40 @@ fn extend(v: u64, size: i8) -> u64 {
     } else {
         (v << shift) >> shift
     }
+}
+
+/// Per probe-table id of a USDT probe, how to read its arguments; set by the recorder.
+#[btf_map]
+static USDT_SPECS: Array<UsdtSpec, { MAX_FUNCS as usize }> = Array::new();
+
+/// A USDT probe: its arguments, read as its note says.
+#[uprobe]
+pub fn usdt(ctx: ProbeContext) -> u32 {
+    // SAFETY: helper reading this program's attach cookie.
+    let probe = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let (tgid, tid) = current();
+    if !probed(tgid, tid) {
+        return 0;
+    }
+    if counting() {
+        // Counting mode counts hits; their arguments are not aggregated.
+        let _ = stat::count(probe);
+        return 0;
+    }
+    let Some(spec) = USDT_SPECS.get(probe) else {
+        return 0;
+    };
+    let mut rec = Usdt {
+        h: header(tid, kind::USDT),
+        probe,
+        nargs: spec.nargs,
+        args: [0; MAX_USDT_ARGS],
+    };
+    for i in 0..MAX_USDT_ARGS {
+        if (i as u32) < spec.nargs {
+            rec.args[i] = arg(&ctx, &spec.args[i]);
+        }
+    }
+    emit(rec);
+    0
 }

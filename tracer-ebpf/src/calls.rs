@@ -1,0 +1,119 @@
+//! Probed functions of C, C++, Rust and other native code: `func_entry` and `func_exit`,
+//! a uprobe and uretprobe pair shared by every probed function (the attach cookie is the
+//! function's id in the probe table), and counting mode's uprobe session `func_session`.
+
+use aya_ebpf::{
+    helpers::generated::bpf_get_attach_cookie,
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+    EbpfContext,
+};
+use tracer_abi::*;
+
+use crate::shared::{config, counting, current, emit, header, now, probed};
+use crate::stat;
+
+#[uprobe]
+pub fn func_entry(ctx: ProbeContext) -> u32 {
+    // SAFETY: helper reading this program's attach cookie.
+    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let (tgid, tid) = current();
+    if !probed(tgid, tid) {
+        return 0;
+    }
+    if counting() && !stat::func_entry(tid, func, now(), config().sample_every) {
+        return 0;
+    }
+    emit(FuncEntry {
+        h: header(tid, kind::FUNC_ENTRY),
+        func,
+        _pad: 0,
+    });
+    0
+}
+
+#[uretprobe]
+pub fn func_exit(ctx: RetProbeContext) -> u32 {
+    // SAFETY: helper reading this program's attach cookie.
+    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let ret: u64 = ctx.ret();
+    let (tgid, tid) = current();
+    if !probed(tgid, tid) {
+        return 0;
+    }
+    if counting() && !stat::func_exit(tid, func, ret, now(), config().sample_every) {
+        return 0;
+    }
+    emit(FuncExit {
+        h: header(tid, kind::FUNC_EXIT),
+        func,
+        _pad: 0,
+        ret,
+    });
+    0
+}
+
+// Kernel functions the uprobe session program calls (6.18's prototypes); the recorder
+// turns the calls into kfunc calls by their BTF ids before loading.
+extern "C" {
+    fn bpf_session_is_return() -> bool;
+    fn bpf_session_cookie() -> *mut u64;
+}
+
+/// Counting mode's function probe: a uprobe session, one program for a call's entry
+/// and its return. The entry counts every call and asks for the return of the calls
+/// it times (and of those `--sample` records in full); the return times them from
+/// the entry's stamp in the session's cookie. Without the `#[uprobe]` macro, which
+/// returns 0 ("probe the return") whatever the function says.
+#[no_mangle]
+#[link_section = "uprobe"]
+pub fn func_session(ctx: *mut core::ffi::c_void) -> u32 {
+    let ctx = ProbeContext::new(ctx);
+    // SAFETY: helpers reading this program's attach cookie and session cookie.
+    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let stamp = unsafe { bpf_session_cookie() };
+    let (tgid, tid) = current();
+    // SAFETY: a kfunc without preconditions in a session program.
+    if unsafe { bpf_session_is_return() } {
+        // SAFETY: the session's cookie, written by this call's entry; the saved
+        // registers of the return.
+        let (start, ret) = unsafe { (*stamp, (*ctx.regs).rax) };
+        if stat::session_return(tid, func, start, ret, now()) {
+            emit(FuncExit {
+                h: header(tid, kind::FUNC_EXIT),
+                func,
+                _pad: 0,
+                ret,
+            });
+        }
+        return 0;
+    }
+    // Links on a program's own executable are machine-wide: count its traced
+    // processes only (forks are traced before they run; see `Probes`).
+    if !probed(tgid, tid) {
+        return 1;
+    }
+    let c = config();
+    let t = now();
+    let chosen = stat::session_entry(tid, func, t, &c);
+    if chosen.recorded {
+        emit(FuncEntry {
+            h: header(tid, kind::FUNC_ENTRY),
+            func,
+            _pad: 0,
+        });
+    }
+    if !chosen.timed {
+        return 1;
+    }
+    // SAFETY: the session's cookie, read back by this call's return.
+    unsafe { *stamp = t };
+    0
+}
+
+/// The kernel's floor for a session: an entry that never asks for the return.
+#[no_mangle]
+#[link_section = "uprobe"]
+pub fn func_session_empty(_ctx: *mut core::ffi::c_void) -> u32 {
+    1
+}
