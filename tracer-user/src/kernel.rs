@@ -193,27 +193,9 @@ impl Kernel {
         if cpus > MAX_CPUS {
             bail!("{cpus} CPUs: this build supports at most {MAX_CPUS}");
         }
-        let mut loader = EbpfLoader::new();
-        loader
-            .override_global("OFFSETS", offsets, true)
-            .override_global("CONFIG", config, true);
-        if config.stat_mode == 0 {
-            // Counting mode's hash maps are preallocated (tens of MiB, long to create)
-            // and never touched when recording.
-            for map in ["SCHED", "SAMPLED", "GO_CALLS"] {
-                loader.map_max_entries(map, 1);
-            }
-        }
-        if config.pidns == 0 {
-            loader.map_max_entries("NS_IDS", 1);
-        }
         let stat_stacks = config.stat_mode != 0 && config.stacks != 0;
-        if !stat_stacks {
-            // Preallocated (a stack-trace map holds 1 KiB a stack); used by stat --stacks.
-            for map in ["STACK_IDS", "STACK_COUNTS"] {
-                loader.map_max_entries(map, 1);
-            }
-        }
+        let mut loader = EbpfLoader::new();
+        size_maps(&mut loader, config, offsets, stat_stacks);
         let btf = Btf::from_sys_fs()
             .map_err(|e| anyhow!("reading the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"))?;
         let object = crate::sessions::patch_kfunc_calls(OBJECT, &btf)?;
@@ -282,17 +264,7 @@ impl Kernel {
         } else {
             None
         };
-        let mut rings = Vec::with_capacity(cpus as usize);
-        for cpu in 0..cpus {
-            let def = aya_obj_ringbuf();
-            let data = MapData::create(def, &format!("tracer_rb{cpu}"), None)
-                .with_context(|| format!("creating the ring buffer of CPU {cpu}"))?;
-            let ring: RingBuf<MapData> = Map::from_map_data(data)?.try_into()?;
-            outer
-                .set(cpu, &ring, 0)
-                .with_context(|| format!("installing the ring buffer of CPU {cpu}"))?;
-            rings.push(ring);
-        }
+        let rings = install_rings(&mut outer, cpus)?;
         Ok(Kernel {
             ebpf: Some(ebpf),
             links: Vec::new(),
@@ -745,6 +717,54 @@ fn recursion_misses(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
         Ok(_) => info.recursion_misses,
         Err(_) => 0,
     }
+}
+
+/// Gives the loader the constants the programs are built against, and shrinks the maps
+/// this mode does not use to one entry.
+fn size_maps<'a>(
+    loader: &mut EbpfLoader<'a>,
+    config: &'a Config,
+    offsets: &'a Offsets,
+    stat_stacks: bool,
+) {
+    loader
+        .override_global("OFFSETS", offsets, true)
+        .override_global("CONFIG", config, true);
+    if config.stat_mode == 0 {
+        // Counting mode's hash maps are preallocated (tens of MiB, long to create)
+        // and never touched when recording.
+        for map in ["SCHED", "SAMPLED", "GO_CALLS"] {
+            loader.map_max_entries(map, 1);
+        }
+    }
+    if config.pidns == 0 {
+        loader.map_max_entries("NS_IDS", 1);
+    }
+    if !stat_stacks {
+        // Preallocated (a stack-trace map holds 1 KiB a stack); used by stat --stacks.
+        for map in ["STACK_IDS", "STACK_COUNTS"] {
+            loader.map_max_entries(map, 1);
+        }
+    }
+}
+
+/// A ring buffer per CPU, each in its slot of the outer map the programs emit through.
+fn install_rings(
+    outer: &mut ArrayOfMaps<MapData, RingBuf<MapData>>,
+    cpus: u32,
+) -> Result<Vec<RingBuf<MapData>>> {
+    let mut rings = Vec::with_capacity(cpus as usize);
+    for cpu in 0..cpus {
+        let def = aya_obj_ringbuf();
+        let data = MapData::create(def, &format!("tracer_rb{cpu}"), None)
+            .with_context(|| format!("creating the ring buffer of CPU {cpu}"))?;
+        let ring: RingBuf<MapData> = Map::from_map_data(data)?.try_into()?;
+        outer
+            .set(cpu, &ring, 0)
+            .with_context(|| format!("installing the ring buffer of CPU {cpu}"))?;
+        rings.push(ring);
+    }
+    Ok(rings)
 }
 
 /// Definition of one per-CPU ring buffer, matching the inner map of `EVENTS`.

@@ -50,45 +50,12 @@ impl Session {
         let tracefs = preflight::check(&opts.pids)?;
         let offsets = tracefs::offsets(&tracefs)?;
 
-        // Resolve probes before touching the kernel or the output, so a typo costs nothing.
-        let launch_target = match opts.command.first() {
-            Some(cmd) => {
-                Some(procfs::which(cmd).ok_or_else(|| anyhow!("command not found: {cmd}"))?)
-            }
-            None => None,
-        };
-        let mut roots: Vec<probes::Target> = (opts.pids.iter())
-            .map(|&p| probes::Target {
-                pid: Some(p),
-                target: symbolizer::Target::Pid(p),
-                same_exe: Vec::new(),
-            })
-            .collect();
-        if let Some(path) = &launch_target {
-            roots.push(probes::Target {
-                pid: None,
-                target: symbolizer::Target::Path(path.clone()),
-                same_exe: Vec::new(),
-            });
-        }
-        // A cgroup's processes are targets as --pid's are, resolved once per executable.
-        let cgroup = opts.cgroup.as_deref().map(Cgroup::open).transpose()?;
-        let members = cgroup.as_ref().map(Cgroup::processes).unwrap_or_default();
-        if let Some(cg) = &cgroup {
-            if members.is_empty() && !opts.uprobes.is_empty() {
-                bail!(
-                    "cgroup {} has no process now to find the functions of -u in",
-                    cg.path.display()
-                );
-            }
-        }
-        roots.extend(probes::by_executable(&members));
-        let mut resolved = probes::resolve_all(&opts.uprobes, &roots, opts.allow_multiple)?;
-        if opts.stat.is_some_and(|s| s.sample_every != 0) {
-            if let Some(note) = probes::unsampled_note(&resolved) {
-                eprintln!("tracer: warning: {note}");
-            }
-        }
+        let Targets {
+            launch_target,
+            cgroup,
+            members,
+            mut resolved,
+        } = Targets::resolve(opts)?;
         let watch = match &opts.trigger {
             Some(t) => Some(Watch::new(t, &resolved)?),
             None => None,
@@ -99,20 +66,7 @@ impl Session {
         };
         let file = output::create_exclusive(&first, opts.force)?;
         let cpus = procfs::possible_cpus()?;
-        let config = tracer_abi::Config {
-            stat_mode: opts.stat.is_some() as u32,
-            sample_every: opts.stat.map_or(0, |s| s.sample_every),
-            inherit: opts.inherit as u32,
-            pidns: crate::procfs::in_child_pid_namespace()? as u32,
-            cgroup: cgroup.is_some() as u32,
-            time_every: opts.stat.map_or(1, |s| s.time_every),
-            // Without system calls but with a cgroup, sys_enter only finds newcomers.
-            syscall_filter: (opts.syscalls.is_some() || !opts.events.syscalls) as u32,
-            stacks: opts.stacks.is_some() as u32,
-            time_budget: (opts.stat.and_then(|s| s.time_budget))
-                .map_or(0, |k| budget_allowance(k, cpus)),
-            _pad: 0,
-        };
+        let config = kernel_config(opts, cpus, cgroup.is_some())?;
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
         if let Some(cg) = &cgroup {
             kernel.trace_cgroup(&cg.dir)?;
@@ -185,6 +139,85 @@ impl Session {
         };
         Ok((session, writer))
     }
+}
+
+/// What `-u`, `--pid`, `--cgroup` and the command name, resolved.
+struct Targets {
+    /// The command to launch, found in PATH.
+    launch_target: Option<PathBuf>,
+    cgroup: Option<Cgroup>,
+    /// The cgroup's processes now.
+    members: Vec<u32>,
+    resolved: Vec<probes::Resolved>,
+}
+
+impl Targets {
+    /// Resolves the probes of every target before anything touches the kernel or the
+    /// output, so a typo costs nothing.
+    fn resolve(opts: &RecordOptions) -> Result<Targets> {
+        let launch_target = match opts.command.first() {
+            Some(cmd) => {
+                Some(procfs::which(cmd).ok_or_else(|| anyhow!("command not found: {cmd}"))?)
+            }
+            None => None,
+        };
+        let mut roots: Vec<probes::Target> = (opts.pids.iter())
+            .map(|&p| probes::Target {
+                pid: Some(p),
+                target: symbolizer::Target::Pid(p),
+                same_exe: Vec::new(),
+            })
+            .collect();
+        if let Some(path) = &launch_target {
+            roots.push(probes::Target {
+                pid: None,
+                target: symbolizer::Target::Path(path.clone()),
+                same_exe: Vec::new(),
+            });
+        }
+        // A cgroup's processes are targets as --pid's are, resolved once per executable.
+        let cgroup = opts.cgroup.as_deref().map(Cgroup::open).transpose()?;
+        let members = cgroup.as_ref().map(Cgroup::processes).unwrap_or_default();
+        if let Some(cg) = &cgroup {
+            if members.is_empty() && !opts.uprobes.is_empty() {
+                bail!(
+                    "cgroup {} has no process now to find the functions of -u in",
+                    cg.path.display()
+                );
+            }
+        }
+        roots.extend(probes::by_executable(&members));
+        let resolved = probes::resolve_all(&opts.uprobes, &roots, opts.allow_multiple)?;
+        if opts.stat.is_some_and(|s| s.sample_every != 0) {
+            if let Some(note) = probes::unsampled_note(&resolved) {
+                eprintln!("tracer: warning: {note}");
+            }
+        }
+        Ok(Targets {
+            launch_target,
+            cgroup,
+            members,
+            resolved,
+        })
+    }
+}
+
+/// The constants the programs are loaded with.
+fn kernel_config(opts: &RecordOptions, cpus: u32, cgroup: bool) -> Result<tracer_abi::Config> {
+    Ok(tracer_abi::Config {
+        stat_mode: opts.stat.is_some() as u32,
+        sample_every: opts.stat.map_or(0, |s| s.sample_every),
+        inherit: opts.inherit as u32,
+        pidns: crate::procfs::in_child_pid_namespace()? as u32,
+        cgroup: cgroup as u32,
+        time_every: opts.stat.map_or(1, |s| s.time_every),
+        // Without system calls but with a cgroup, sys_enter only finds newcomers.
+        syscall_filter: (opts.syscalls.is_some() || !opts.events.syscalls) as u32,
+        stacks: opts.stacks.is_some() as u32,
+        time_budget: (opts.stat.and_then(|s| s.time_budget))
+            .map_or(0, |k| budget_allowance(k, cpus)),
+        _pad: 0,
+    })
 }
 
 /// Puts every descendant of `roots` in the filter, each before its own children are looked
