@@ -98,14 +98,34 @@ pub(crate) fn convert_file(path: &Path, salvage: bool, out: &mut Out) -> Result<
     damaged.1 += r.skipped().iter().map(|k| k.bytes).sum::<u64>();
     let m2r = f.header.monotonic_to_realtime_ns;
     let wall = |t: u64| (t as i64).saturating_add(m2r);
+    let start = wall(f.header.start_ns);
+    identity_rows(out, &f, path, start)?;
+    meta::file_row(
+        out,
+        &FileRow {
+            path,
+            header: &f.header,
+            host: f.host,
+            run: f.run,
+            start_ns: start,
+            end_ns: f.end.map(wall),
+            lost: f.lost,
+            truncated: r.truncated_at().is_some(),
+            damaged,
+        },
+    )
+}
+
+/// The probes, threads and processes of stat file `f`, as rows of their tables; `start` is
+/// the file's start in wall-clock ns.
+fn identity_rows(out: &mut Out, f: &StatFile, path: &Path, start: i64) -> Result<()> {
     for p in &f.probes {
         meta::probe_row(out, f.host, f.run, p)?;
     }
-    let start = wall(f.header.start_ns);
     for t in &f.threads {
         let s = &mut out.strings;
         let name = s.key(&t.name);
-        let process = s.key(&process_name(&f, t.tgid));
+        let process = s.key(&process_name(f, t.tgid));
         let b = out.threads.at(s, f.host, 0)?;
         b.host.push(f.host);
         b.run.push(f.run);
@@ -122,7 +142,7 @@ pub(crate) fn convert_file(path: &Path, salvage: bool, out: &mut Out) -> Result<
     pids.sort_unstable();
     pids.dedup();
     for pid in pids {
-        let name = process_name(&f, pid);
+        let name = process_name(f, pid);
         let row = ProcessRow {
             host: f.host,
             run: f.run,
@@ -133,20 +153,7 @@ pub(crate) fn convert_file(path: &Path, salvage: bool, out: &mut Out) -> Result<
         };
         meta::process_row(out, &row)?;
     }
-    meta::file_row(
-        out,
-        &FileRow {
-            path,
-            header: &f.header,
-            host: f.host,
-            run: f.run,
-            start_ns: start,
-            end_ns: f.end.map(wall),
-            lost: f.lost,
-            truncated: r.truncated_at().is_some(),
-            damaged,
-        },
-    )
+    Ok(())
 }
 
 /// A process's name, as the summary gives it: its main thread's.

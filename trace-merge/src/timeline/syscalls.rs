@@ -98,40 +98,10 @@ impl Timeline {
                 (false, o)
             }
         };
-        let (mut new_conn, mut replaced_conn) = (None, None);
-        if ret >= 0 {
-            let newkey = key(proc_, ret as u32);
-            if class.new_fd.is_some() {
-                replaced_conn = self.forget_fd(newkey);
-            }
-            match class.new_fd {
-                Some(NewFd::Accepted) => {
-                    let id = self.next_conn;
-                    self.next_conn = self.next_conn.wrapping_add(1).max(1);
-                    self.stats.connections += 1;
-                    let e = FdEntry {
-                        socket: true,
-                        conn: id,
-                    };
-                    self.fds.insert(newkey, e);
-                    let p = Pending {
-                        from: r,
-                        send: t,
-                        cpu: m.cpu,
-                    };
-                    self.handoffs.insert(id, p);
-                    new_conn = Some(id);
-                }
-                Some(NewFd::Socket) => {
-                    let e = FdEntry {
-                        socket: true,
-                        conn: 0,
-                    };
-                    self.fds.insert(newkey, e);
-                }
-                Some(NewFd::Other) | None => {}
-            }
-        }
+        let (new_conn, replaced_conn) = match ret {
+            0.. => self.opened(r, proc_, class.new_fd, ret as u32, t, m.cpu),
+            _ => (None, None),
+        };
         if let Some(fd) = o.fd {
             // (close gave its number up at its entry.)
             if o.sock_op == Some(SockOp::Connect) {
@@ -153,24 +123,7 @@ impl Timeline {
             0
         };
         if let Some(c) = o.conn {
-            if let Some(p) = self.handoffs.get(&c).copied() {
-                if p.from != r {
-                    self.stats.handoff_links += 1;
-                    self.out.push(Item::Link(Link {
-                        kind: LinkKind::Handoff { conn: c },
-                        from: p.from,
-                        send: p.send,
-                        send_cpu: p.cpu,
-                        to: r,
-                        recv: o.begin.max(p.send),
-                        recv_cpu: o.cpu,
-                        bytes: bytes_read + bytes_written,
-                    }));
-                    self.handoffs.remove(&c);
-                } else if class.close {
-                    self.handoffs.remove(&c);
-                }
-            }
+            self.handed_off(c, r, &o, class.close, bytes_read + bytes_written);
         }
         self.out.push(Item::Syscall(SyscallSpan {
             thread: r,
@@ -190,6 +143,82 @@ impl Timeline {
             replaced_conn,
             end_kind: SpanEnd::Returned,
         }));
+    }
+
+    /// A call that returned `fd`, a new descriptor of kind `new_fd` (an accepted
+    /// connection, a socket, anything else) in process `proc_`: the number's old
+    /// connection is over, and an accepted one starts, pending its hand-off. Returns the
+    /// new connection and the replaced one.
+    #[inline(always)]
+    fn opened(
+        &mut self,
+        r: ThreadRef,
+        proc_: u32,
+        new_fd: Option<NewFd>,
+        fd: u32,
+        t: u64,
+        cpu: u32,
+    ) -> (Option<u32>, Option<u32>) {
+        let Some(new_fd) = new_fd else {
+            return (None, None);
+        };
+        let newkey = key(proc_, fd);
+        let replaced_conn = self.forget_fd(newkey);
+        let new_conn = match new_fd {
+            NewFd::Accepted => {
+                let id = self.next_conn;
+                self.next_conn = self.next_conn.wrapping_add(1).max(1);
+                self.stats.connections += 1;
+                let e = FdEntry {
+                    socket: true,
+                    conn: id,
+                };
+                self.fds.insert(newkey, e);
+                let p = Pending {
+                    from: r,
+                    send: t,
+                    cpu,
+                };
+                self.handoffs.insert(id, p);
+                Some(id)
+            }
+            NewFd::Socket => {
+                let e = FdEntry {
+                    socket: true,
+                    conn: 0,
+                };
+                self.fds.insert(newkey, e);
+                None
+            }
+            NewFd::Other => None,
+        };
+        (new_conn, replaced_conn)
+    }
+
+    /// A call of thread `r` on connection `c`: when another thread accepted it, the
+    /// connection's hand-off, a link from the accepting thread to this call; a close of
+    /// its own ends the wait for one.
+    #[inline(always)]
+    fn handed_off(&mut self, c: u32, r: ThreadRef, o: &OpenSys, close: bool, bytes: u64) {
+        let Some(p) = self.handoffs.get(&c).copied() else {
+            return;
+        };
+        if p.from != r {
+            self.stats.handoff_links += 1;
+            self.out.push(Item::Link(Link {
+                kind: LinkKind::Handoff { conn: c },
+                from: p.from,
+                send: p.send,
+                send_cpu: p.cpu,
+                to: r,
+                recv: o.begin.max(p.send),
+                recv_cpu: o.cpu,
+                bytes,
+            }));
+            self.handoffs.remove(&c);
+        } else if close {
+            self.handoffs.remove(&c);
+        }
     }
 
     /// The fd number is reused: whatever connection it held is over (a close not seen,
