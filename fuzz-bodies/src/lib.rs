@@ -37,3 +37,15 @@ fn one_line(e: &dyn std::fmt::Display) {
     let s = e.to_string();
     assert!(!s.contains('\n'), "error of several lines: {s}");
 }
+
+/// A temporary directory for the files a body writes on every input: in tmpfs where there
+/// is one, since a disk's metadata writes would cost more than the code under test.
+fn scratch_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("a temporary directory")
+}

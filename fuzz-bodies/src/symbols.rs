@@ -12,7 +12,7 @@ pub fn symbolizer(data: &[u8]) {
     if !data.starts_with(b"\x7fELF") {
         return raw(data);
     }
-    let dir = tempfile::tempdir().expect("a temporary directory");
+    let dir = crate::scratch_dir();
     let path = dir.path().join("bin");
     std::fs::write(&path, data).expect("writing the binary");
     let target = Target::Path(path.clone());

@@ -71,14 +71,7 @@ impl Traces {
     /// Writes the files of `data`; `None` when it holds no file with a chunk.
     pub fn write(data: &[u8]) -> Option<Traces> {
         let (files, knobs) = files(data)?;
-        // tmpfs where there is one: the targets write files on every run.
-        let shm = std::path::Path::new("/dev/shm");
-        let dir = if shm.is_dir() {
-            tempfile::tempdir_in(shm)
-        } else {
-            tempfile::tempdir()
-        }
-        .expect("a temporary directory");
+        let dir = crate::scratch_dir();
         let paths = (files.iter().enumerate())
             .map(|(i, bytes)| {
                 let p = dir.path().join(format!("{i}.trace"));
