@@ -480,3 +480,70 @@ fn stacks_yield_to_events_when_the_ring_fills() {
     // The ring kept stacks too: shedding starts at half of it, not at the first stack.
     assert!(stacks > 100, "{stacks} stacks kept");
 }
+
+/// A library loaded while recording (dlopen), built without frame pointers: stacks through
+/// it are unwound with its own unwind tables and named through its mapping, although
+/// neither was there when the recorder first read the process's mappings (the fixture
+/// blocks for 300 ms first, so that it does).
+#[test]
+fn stacks_through_a_library_loaded_while_recording() {
+    let _serial = serial();
+    let flags = ["-shared", "-fPIC", "-fomit-frame-pointer"];
+    let plugin = build_fixture_variant("plugin", "so", &flags);
+    let binary = build_fixture("dlopener");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("dlopen.trace");
+    let folded = dir.path().join("dlopen.folded");
+    let out = tracer_ok(&[
+        "record".as_ref(),
+        "--stacks".as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        trace.as_os_str(),
+        "--".as_ref(),
+        binary.as_os_str(),
+        plugin.as_os_str(),
+        "2".as_ref(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let blocks: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("BLOCKS "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the fixture said no BLOCKS line: {stdout}"));
+    assert!(blocks >= 50, "{blocks} reads returned a byte");
+    tracer_ok(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "folded".as_ref(),
+        "-o".as_ref(),
+        folded.as_os_str(),
+        trace.as_os_str(),
+    ]);
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let seen: BTreeMap<String, u64> = text
+        .lines()
+        .filter_map(|l| {
+            let (stack, ns) = l.rsplit_once(' ')?;
+            Some((stack.to_string(), ns.parse().ok()?))
+        })
+        .collect();
+    let blocked = |s: &str| s.contains(";blocker;") && s.ends_with(";[blocked]");
+    let all = total(&seen, blocked);
+    let through = total(&seen, |s| {
+        blocked(s)
+            && s.split(";blocker;plugin_block;plugin_read;")
+                .nth(1)
+                .is_some_and(|rest| rest.split(';').next().is_some_and(|f| f.contains("read")))
+    });
+    assert!(all > 0, "the blocker never blocked:\n{text}");
+    let share = through as f64 / all as f64;
+    eprintln!(
+        "{:.1}% of the blocker's blocked time under blocker;plugin_block;plugin_read;read",
+        share * 100.0
+    );
+    assert!(
+        share >= 0.9,
+        "{share:.3} of the blocked time under blocker;plugin_block;plugin_read;read:\n{text}"
+    );
+}

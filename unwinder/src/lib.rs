@@ -87,49 +87,23 @@ impl Unwinders {
                 self.procs.entry(pid).or_insert(p)
             }
         };
-        if !p.maps.iter().any(|m| (m.start..m.end).contains(&regs.ip))
-            && p.read_at.elapsed() >= REREAD_EVERY
-        {
+        let mut out = p.walk(regs, &mut self.cache);
+        // An address no mapping holds, the instruction pointer's or a caller's: a library
+        // mapped since they were read (dlopen), whose unwind tables and mapping the stack
+        // needs. Read them again, at most every REREAD_EVERY (JIT code is never mapped).
+        let unmapped = std::iter::once(regs.ip)
+            .chain(out.frames.iter().copied())
+            .any(|a| !p.holds(a));
+        if unmapped && p.read_at.elapsed() >= REREAD_EVERY {
+            let before = std::mem::take(&mut p.maps);
             *p = load(pid, now_ns, &mut self.images, &mut self.read);
-        }
-        let known = p.maps.iter().any(|m| (m.start..m.end).contains(&regs.ip));
-        let sp = regs.sp;
-        let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
-            let bytes = regs
-                .stack
-                .get(off..off.checked_add(8).ok_or(())?)
-                .ok_or(())?;
-            Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
-        };
-        let start = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
-        let mut it = p
-            .unwinder
-            .iter_frames(regs.ip, start, &mut self.cache, &mut read_stack);
-        let mut out = Unwound::default();
-        loop {
-            match it.next() {
-                Ok(Some(f)) => {
-                    if out.frames.len() == MAX_FRAMES {
-                        out.cut = Some("depth".into());
-                        break;
-                    }
-                    out.frames.push(f.address_for_lookup());
-                }
-                Ok(None) => break,
-                Err(framehop::Error::CouldNotReadStack(addr))
-                    if regs.full && addr >= sp + regs.stack.len() as u64 =>
-                {
-                    out.cut = Some("copy".into());
-                    break;
-                }
-                Err(e) => {
-                    out.cut = Some(format!("unwind: {e}"));
-                    break;
-                }
+            if p.maps == before {
+                // Nothing new to keep in the trace.
+                self.read.pop();
             }
+            out = p.walk(regs, &mut self.cache);
         }
-        if !known && out.cut.is_none() {
+        if !p.holds(regs.ip) && out.cut.is_none() {
             // Code no file maps (JIT code, say): frames past it are guesses from the frame
             // pointer.
             out.cut = Some("unwind: instruction pointer outside every mapped file".into());
@@ -158,6 +132,55 @@ impl Unwinders {
     }
 }
 
+impl Process {
+    /// Whether a mapping holds `addr` (`maps` is sorted by address).
+    fn holds(&self, addr: u64) -> bool {
+        let i = self.maps.partition_point(|m| m.start <= addr);
+        i > 0 && addr < self.maps[i - 1].end
+    }
+
+    /// Unwinds from `regs` with the unwind tables known.
+    fn walk(&self, regs: &Regs<'_>, cache: &mut CacheX86_64) -> Unwound {
+        let sp = regs.sp;
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+            let bytes = regs
+                .stack
+                .get(off..off.checked_add(8).ok_or(())?)
+                .ok_or(())?;
+            Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+        };
+        let start = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+        let mut it = self
+            .unwinder
+            .iter_frames(regs.ip, start, cache, &mut read_stack);
+        let mut out = Unwound::default();
+        loop {
+            match it.next() {
+                Ok(Some(f)) => {
+                    if out.frames.len() == MAX_FRAMES {
+                        out.cut = Some("depth".into());
+                        break;
+                    }
+                    out.frames.push(f.address_for_lookup());
+                }
+                Ok(None) => break,
+                Err(framehop::Error::CouldNotReadStack(addr))
+                    if regs.full && addr >= sp + regs.stack.len() as u64 =>
+                {
+                    out.cut = Some("copy".into());
+                    break;
+                }
+                Err(e) => {
+                    out.cut = Some(format!("unwind: {e}"));
+                    break;
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Reads the mappings of `pid` and the unwind tables of what they map (each file parsed
 /// once, into `images`).
 fn load(
@@ -168,6 +191,7 @@ fn load(
 ) -> Process {
     let mut unwinder = UnwinderX86_64::new();
     let mut maps = maps::read(pid);
+    maps.sort_by_key(|m| m.start);
     for m in &mut maps {
         let Some(key) = maps::key(pid, m) else {
             continue;
