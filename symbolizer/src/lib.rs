@@ -188,7 +188,7 @@ pub enum Error {
         matches: Vec<String>,
     },
     /// The binary has only `.dynsym` and the function is not exported.
-    #[error("no function `{}` in {binary}: the binary is stripped (no .symtab) and only exported functions are visible; install its debug symbols{} or use a non-stripped build", clean(.func), fmt_debug_hint(.build_id))]
+    #[error("no function `{}` in {binary}: the binary is stripped (no .symtab) and only exported functions are visible; install its debug symbols{} or use a non-stripped build{}", clean(.func), fmt_debug_hint(.build_id), fmt_suggestions(.suggestions))]
     Stripped {
         /// Requested function.
         func: String,
@@ -196,6 +196,8 @@ pub enum Error {
         binary: String,
         /// Build-id, to name the debug file that would help.
         build_id: Option<String>,
+        /// Up to 5 close names among the exported ones.
+        suggestions: Vec<String>,
     },
     /// A short library name that the target does not load.
     #[error("library `{lib}` is not loaded by {target}{}", fmt_available(.available))]
@@ -424,7 +426,13 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
     let is_glob = glob::is_glob(func);
     let hits = bin.find(func, is_glob);
     if hits.is_empty() {
-        if lib.is_none() {
+        // Names close to a name; a glob has none.
+        let suggestions = || match is_glob {
+            true => Vec::new(),
+            false => bin.suggest(func),
+        };
+        // (`*` alone would be found in any library: no hint.)
+        if lib.is_none() && func != "*" {
             for l in scope.libs() {
                 let Ok(lb) = Binary::open(&l.open, &l.display, &scope.root) else {
                     continue;
@@ -447,12 +455,13 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
                 func: func.to_string(),
                 binary: located.display.clone(),
                 build_id: bin.elf.build_id.clone(),
+                suggestions: suggestions(),
             });
         }
         return Err(Error::NoSuchFunction {
             func: func.to_string(),
             binary: located.display.clone(),
-            suggestions: bin.suggest(func),
+            suggestions: suggestions(),
         });
     }
     if !is_glob && hits.len() > 1 && !opts.allow_multiple {
@@ -529,9 +538,11 @@ mod tests {
             func: "f".into(),
             binary: "/bin/x".into(),
             build_id: Some("abcdef".into()),
+            suggestions: vec!["g".into()],
         };
         let s = e.to_string();
         assert!(!s.contains('\n'));
         assert!(s.contains("/usr/lib/debug/.build-id/ab/cdef.debug"), "{s}");
+        assert!(s.contains("did you mean: g?"), "{s}");
     }
 }

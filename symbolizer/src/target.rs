@@ -262,11 +262,15 @@ pub(crate) fn basename(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
 }
 
-/// `libc` matches `libc.so.6` and `libc-2.31.so`; `libssl.so` matches `libssl.so.3`.
+/// `libc` matches `libc.so.6` and `libc-2.31.so`; `libssl.so` matches `libssl.so.3`; a
+/// glob (`libevent*`) matches the file names it matches.
 pub(crate) fn lib_matches(query: &str, path: &str) -> bool {
     let base = basename(path);
     if base == query {
         return true;
+    }
+    if crate::glob::is_glob(query) {
+        return crate::glob::Matcher::new(query).matches(base);
     }
     let with_lib;
     let cands: &[&str] = if query.starts_with("lib") {
@@ -450,6 +454,12 @@ mod tests {
         assert!(lib_matches("libssl.so.3", "/usr/lib/libssl.so.3"));
         assert!(lib_matches("libssl.so", "/usr/lib/libssl.so.3"));
         assert!(lib_matches("libc", "/lib/libc-2.31.so"));
+        assert!(lib_matches("libevent*", "/usr/lib/libevent-2.1.so.7.0.1"));
+        assert!(lib_matches(
+            "libev?nt-*.so*",
+            "/usr/lib/libevent-2.1.so.7.0.1"
+        ));
+        assert!(!lib_matches("libevent*", "/usr/lib/libc.so.6"));
     }
 
     #[test]

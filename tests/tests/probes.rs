@@ -126,3 +126,42 @@ fn a_pattern_naming_no_file_is_one_line_of_error() {
         assert!(out.stdout.is_empty(), "{pattern}");
     }
 }
+
+/// What `tracer probes` says when nothing matches: never an empty list and exit 0, but one
+/// line saying why (stripped: which debug file would help, and close exported names).
+#[test]
+fn a_pattern_matching_nothing_says_why_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = dir.path().join("usdt-stripped");
+    std::fs::copy(build_usdt_fixture(), &stripped).unwrap();
+    run(Command::new("strip").arg("--strip-all").arg(&stripped));
+    // Built with -rdynamic: its functions stay visible in .dynsym.
+    assert!(!listed(&format!("{}:wor*", stripped.display())).is_empty());
+    for (pattern, says) in [("wrok", "did you mean: work"), ("zzz*", "stripped")] {
+        let out = Command::new(tracer_bin())
+            .args(["probes", &format!("{}:{pattern}", stripped.display())])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{pattern}: {err}");
+        assert_eq!(err.lines().count(), 1, "{pattern}: {err}");
+        assert!(
+            err.contains("stripped") && err.contains(says),
+            "{pattern}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{pattern}");
+    }
+}
+
+/// A library named by a glob (`libc.so*`), as a process maps it.
+#[test]
+fn a_library_glob_finds_the_library_a_process_maps() {
+    let pid = std::process::id().to_string();
+    let out = tracer_ok(&["probes", "--pid", &pid, "libc.so*:malloc"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("uprobe:") && l.contains("libc.so.6:malloc ")),
+        "{text}"
+    );
+}

@@ -386,6 +386,15 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
         return Ok(());
     }
     let found = symbolizer::list(&target, pattern).map_err(|e| anyhow!("{e}"))?;
+    if found.is_empty() {
+        // Why nothing: resolving says (stripped, in a library instead, a near name).
+        let pattern = pattern.filter(|p| !p.is_empty()).unwrap_or("*");
+        let all = symbolizer::Options {
+            allow_multiple: true,
+        };
+        symbolizer::resolve(&target, pattern, &all).map_err(|e| anyhow!("{e}"))?;
+        bail!("no function matches `{pattern}`");
+    }
     for m in &found {
         let placement = if m.skipped > 0 {
             match m.language {
