@@ -15,7 +15,13 @@
 //! local `__GI_` or `__memcpy_*` spelling, which sort before the globals),
 //! not as the public alias a probe spec would prefer.
 //!
-//! One difference is deliberate: binutils caches its last answer and reuses
+//! Two differences are deliberate. binutils does not read `.dynsym`; read here when there
+//! is nothing else, it names only the addresses inside a symbol's size: a stripped binary
+//! keeps its exported functions there, and the static ones between them (most of a
+//! server's code) would otherwise take the name of the exported one before them. The
+//! frame is then unnamed, as perf leaves it.
+//!
+//! And binutils caches its last answer and reuses
 //! it for any address inside that symbol's size, so a symbol starting within
 //! another one (a local label in hand-written assembly) is named after
 //! either, depending on what was asked before. Here the answer for an
@@ -54,6 +60,8 @@ pub(crate) struct NearestSymbols {
     syms: Vec<NearSym>,
     /// Demangled on first use: a trace names few of them.
     names: Vec<OnceCell<Arc<str>>>,
+    /// Read from `.dynsym`: a symbol names only the addresses inside its size.
+    sized: bool,
 }
 
 impl NearestSymbols {
@@ -66,6 +74,7 @@ impl NearestSymbols {
             sections: Vec::new(),
             syms: Vec::new(),
             names: Vec::new(),
+            sized: false,
         };
         match debug {
             Some(d) if d.has_symtab => out.read(&d.object(), false),
@@ -80,6 +89,7 @@ impl NearestSymbols {
     }
 
     fn read(&mut self, f: &ElfFile64<'_, Endianness>, dynamic: bool) {
+        self.sized = dynamic;
         let endian = f.endian();
         let table = if dynamic {
             f.elf_dynamic_symbol_table()
@@ -164,6 +174,9 @@ impl NearestSymbols {
             if syms[i].size > syms[best].size {
                 best = i;
             }
+        }
+        if self.sized && addr - syms[best].addr >= syms[best].size {
+            return None;
         }
         let name = &self.names[sec.first + best];
         let name = name.get_or_init(|| display(&syms[best].raw)).clone();

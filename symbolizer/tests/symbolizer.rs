@@ -288,6 +288,42 @@ fn stripped_binary_without_debug_file_says_so() {
     assert!(!msg.contains('\n'));
 }
 
+/// A stripped binary's `.dynsym` names its exported functions, and only the addresses
+/// inside them: a static function between two exported ones stays unnamed, not named
+/// after the exported one before it.
+#[test]
+fn exported_symbols_name_only_their_own_addresses() {
+    let f = fixtures();
+    let full = f.prog_exported.with_file_name("prog_exported.full");
+    let sections = std::process::Command::new("readelf")
+        .args(["-SW".as_ref(), f.prog_exported.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&sections.stdout).contains(".symtab"),
+        "stripped"
+    );
+    let mut s = Symbolizer::new();
+    let name = |s: &mut Symbolizer, addr: u64| {
+        let frames = s.symbolize(&f.prog_exported, addr).unwrap();
+        frames
+            .last()
+            .and_then(|fr| fr.function.as_deref().map(str::to_string))
+    };
+    for func in ["compute_sum", "call_through"] {
+        let rs = readelf_sym(&full, func);
+        assert_eq!(name(&mut s, rs.value).as_deref(), Some(func));
+        assert_eq!(name(&mut s, rs.value + rs.size - 1).as_deref(), Some(func));
+    }
+    let local = readelf_sym(&full, "local_helper");
+    let below = readelf_funcs(&full, false)
+        .into_iter()
+        .filter(|x| x.value < local.value && x.size > 0)
+        .max_by_key(|x| x.value)
+        .expect("a function below local_helper");
+    assert_eq!(name(&mut s, local.value), None, "after {}", below.name);
+}
+
 #[test]
 fn minidebuginfo_symbols() {
     let f = fixtures();

@@ -39,6 +39,9 @@ pub struct Fixtures {
     pub inc: PathBuf,
     pub prog_stripped: PathBuf,
     pub prog_stripped_alone: PathBuf,
+    /// prog.c built with `-rdynamic` (its global functions in `.dynsym`), then stripped;
+    /// `prog_exported.full` is the same before stripping.
+    pub prog_exported: PathBuf,
     pub prog_mini: PathBuf,
     pub cpp: PathBuf,
     pub rust_legacy: PathBuf,
@@ -181,6 +184,25 @@ fn build() -> Fixtures {
     let alone = adir.join("prog_stripped_alone");
     std::fs::copy(&stripped, &alone).unwrap();
 
+    // Exported functions only, as Debian ships servers that export theirs for modules.
+    let edir = d("exported");
+    std::fs::create_dir_all(&edir).unwrap();
+    let exported = edir.join("prog_exported");
+    let exported_full = edir.join("prog_exported.full");
+    gcc(
+        &dir,
+        &[
+            "-g",
+            "-O2",
+            "-rdynamic",
+            &s("prog.c"),
+            "-o",
+            &p(&exported_full),
+        ],
+    );
+    std::fs::copy(&exported_full, &exported).unwrap();
+    run(Command::new("strip").args(["--strip-all", &p(&exported)]));
+
     // MiniDebugInfo, made the way Fedora's find-debuginfo does.
     let mdir = d("mini");
     std::fs::create_dir_all(&mdir).unwrap();
@@ -286,6 +308,7 @@ fn build() -> Fixtures {
         inc: d("inc"),
         prog_stripped: stripped,
         prog_stripped_alone: alone,
+        prog_exported: exported,
         prog_mini: mini,
         cpp: d("cpp"),
         rust_legacy: d("rust_legacy"),
