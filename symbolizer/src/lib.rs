@@ -150,7 +150,7 @@ pub enum Error {
     #[error("process {0} has no executable (kernel thread or zombie?)")]
     NoExecutable(u32),
     /// The spec is syntactically unusable.
-    #[error("invalid probe spec `{spec}`: {reason}")]
+    #[error("invalid probe spec `{}`: {}", clean(.spec), clean(.reason))]
     BadSpec {
         /// What the user typed.
         spec: String,
@@ -158,7 +158,7 @@ pub enum Error {
         reason: String,
     },
     /// No function by that name; `suggestions` holds close names.
-    #[error("no function `{}` in {binary}{}", clean(.func), fmt_suggestions(.suggestions))]
+    #[error("no function `{}` in {}{}", clean(.func), clean(.binary), fmt_suggestions(.suggestions))]
     NoSuchFunction {
         /// Requested function (or glob).
         func: String,
@@ -168,7 +168,7 @@ pub enum Error {
         suggestions: Vec<String>,
     },
     /// Not in the executable, but a library has it.
-    #[error("no function `{}` in {binary}, but it is found in {lib}: use {short}:{}", clean(.func), clean(.func))]
+    #[error("no function `{}` in {}, but it is found in {}: use {}:{}", clean(.func), clean(.binary), clean(.lib), clean(.short), clean(.func))]
     FoundInLibrary {
         /// Requested function.
         func: String,
@@ -188,7 +188,7 @@ pub enum Error {
         matches: Vec<String>,
     },
     /// The binary has only `.dynsym` and the function is not exported.
-    #[error("no function `{}` in {binary}: the binary is stripped (no .symtab) and only exported functions are visible; install its debug symbols{} or use a non-stripped build{}", clean(.func), fmt_debug_hint(.build_id), fmt_suggestions(.suggestions))]
+    #[error("no function `{}` in {}: the binary is stripped (no .symtab) and only exported functions are visible; install its debug symbols{} or use a non-stripped build{}", clean(.func), clean(.binary), fmt_debug_hint(.build_id), fmt_suggestions(.suggestions))]
     Stripped {
         /// Requested function.
         func: String,
@@ -200,7 +200,7 @@ pub enum Error {
         suggestions: Vec<String>,
     },
     /// A short library name that the target does not load.
-    #[error("library `{lib}` is not loaded by {target}{}", fmt_available(.available))]
+    #[error("library `{}` is not loaded by {}{}", clean(.lib), clean(.target), fmt_available(.available))]
     LibraryNotFound {
         /// Requested library.
         lib: String,
@@ -210,7 +210,7 @@ pub enum Error {
         available: Vec<String>,
     },
     /// A short library name that matches several libraries.
-    #[error("library name `{lib}` is ambiguous: {}; use a longer name or a path", .candidates.join(", "))]
+    #[error("library name `{}` is ambiguous: {}; use a longer name or a path", clean(.lib), fmt_list(.candidates, 12))]
     AmbiguousLibrary {
         /// Requested library.
         lib: String,
@@ -218,7 +218,7 @@ pub enum Error {
         candidates: Vec<String>,
     },
     /// A file that is not a (64-bit) ELF file.
-    #[error("{}: {reason}", .path.display())]
+    #[error("{}: {}", clean(&.path.to_string_lossy()), clean(.reason))]
     NotElf {
         /// The file.
         path: PathBuf,
@@ -226,7 +226,7 @@ pub enum Error {
         reason: String,
     },
     /// The symbol's address lies in no PT_LOAD segment.
-    #[error("{}: address {addr:#x} of `{}` is in no loadable segment", .path.display(), clean(.func))]
+    #[error("{}: address {addr:#x} of `{}` is in no loadable segment", clean(&.path.to_string_lossy()), clean(.func))]
     NotLoadable {
         /// The binary.
         path: PathBuf,
@@ -254,7 +254,7 @@ pub enum Error {
         mapping: String,
     },
     /// A Go binary whose function table (`.gopclntab`) cannot be read.
-    #[error("{binary}: cannot read its Go function table (.gopclntab): {reason}")]
+    #[error("{}: cannot read its Go function table (.gopclntab): {}", clean(.binary), clean(.reason))]
     GoTable {
         /// The binary.
         binary: String,
@@ -262,13 +262,13 @@ pub enum Error {
         reason: String,
     },
     /// A binary without SDT notes.
-    #[error("{binary} has no USDT probes (no .note.stapsdt section)")]
+    #[error("{} has no USDT probes (no .note.stapsdt section)", clean(.binary))]
     NoUsdtProbes {
         /// The binary.
         binary: String,
     },
     /// No USDT probe matches; `suggestions` holds close `provider:name`s.
-    #[error("no USDT probe `{}` in {binary}{}", clean(.probe), fmt_suggestions(.suggestions))]
+    #[error("no USDT probe `{}` in {}{}", clean(.probe), clean(.binary), fmt_suggestions(.suggestions))]
     NoSuchUsdtProbe {
         /// Requested `provider:name` (globs).
         probe: String,
@@ -278,7 +278,7 @@ pub enum Error {
         suggestions: Vec<String>,
     },
     /// A USDT probe whose arguments cannot be read.
-    #[error("USDT probe `{}` in {binary}: {}", clean(.probe), clean(.reason))]
+    #[error("USDT probe `{}` in {}: {}", clean(.probe), clean(.binary), clean(.reason))]
     UnsupportedUsdtArgs {
         /// `provider:name`.
         probe: String,
@@ -288,7 +288,7 @@ pub enum Error {
         reason: String,
     },
     /// Malformed SDT notes.
-    #[error("{binary}: cannot read its USDT notes: {reason}")]
+    #[error("{}: cannot read its USDT notes: {}", clean(.binary), clean(.reason))]
     BadUsdtNotes {
         /// The binary.
         binary: String,
@@ -296,7 +296,7 @@ pub enum Error {
         reason: String,
     },
     /// I/O error on a file.
-    #[error("{}: {source}", .path.display())]
+    #[error("{}: {source}", clean(&.path.to_string_lossy()))]
     Io {
         /// The file.
         path: PathBuf,
