@@ -6,6 +6,7 @@
 //! final rename stays within one file system) and renamed once complete; dropped before
 //! that, it is removed. Each writer keeps its own error type and words: it tells this
 //! crate how through [`OutputError`].
+#![warn(missing_docs)]
 
 use std::fs::File;
 use std::marker::PhantomData;

@@ -6,6 +6,7 @@
 //! Each body takes arbitrary bytes and panics only where the code under test broke a
 //! promise: a panic, an overflow, an error of more than one line, or an inconsistent
 //! answer. Allocations without bound and hangs are libFuzzer's to catch.
+#![warn(missing_docs)]
 
 mod file;
 mod symbols;

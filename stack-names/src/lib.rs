@@ -5,6 +5,7 @@
 //! looked up in the process's perf map (`/tmp/perf-PID.map`, written by JITs: Java, Node);
 //! kernel addresses in the kernel symbols the trace carries. An address none of these
 //! names shows as hex with its module.
+#![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
