@@ -107,7 +107,12 @@ impl StackNames {
         let path = PathBuf::from(&m.path);
         let frames = match self.sym.symbolize_offset(&path, offset) {
             Ok(Some(f)) if f.iter().any(|f| f.function.is_some()) => f,
-            _ => return hex(&module, offset),
+            // A function no symbol names (a stripped binary's static one): by where it
+            // starts, so that all its addresses count together.
+            _ => match self.sym.function_start_offset(&path, offset) {
+                Ok(Some(start)) => return hex(&module, start),
+                _ => return hex(&module, offset),
+            },
         };
         frames
             .iter()

@@ -9,6 +9,7 @@ use crate::glob::{suggest, Matcher};
 use crate::go::GoBinary;
 use crate::intern::Interner;
 use crate::nearest::NearestSymbols;
+use crate::starts::FunctionStarts;
 use crate::target::Located;
 use crate::{probe, Error, Exit, Frame, FunctionMatch, Language};
 
@@ -30,6 +31,8 @@ pub(crate) struct Binary {
     /// Names for addresses without a DWARF function, chosen like binutils;
     /// apart from `symbols`, whose alias ranking suits probe specs instead.
     nearest: OnceCell<NearestSymbols>,
+    /// Function starts from the unwind table, for addresses nothing names.
+    starts: OnceCell<FunctionStarts>,
     dwarf: OnceCell<Option<DwarfCtx>>,
     go: OnceCell<Option<GoBinary>>,
     /// Go function and file names, by where their bytes are in the mapping.
@@ -56,6 +59,7 @@ impl Binary {
             root: root.to_path_buf(),
             symbols: OnceCell::new(),
             nearest: OnceCell::new(),
+            starts: OnceCell::new(),
             dwarf: OnceCell::new(),
             go: OnceCell::new(),
             go_names: Interner::default(),
@@ -180,6 +184,11 @@ impl Binary {
             language,
             exit,
         })
+    }
+
+    /// The start of the function holding `vaddr`, by the unwind table.
+    pub fn function_start(&self, vaddr: u64) -> Option<u64> {
+        (self.starts.get_or_init(|| FunctionStarts::build(&self.elf))).lookup(vaddr)
     }
 
     /// Frames for an ELF virtual address; always at least one frame.

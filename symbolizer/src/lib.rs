@@ -31,6 +31,7 @@ mod intern;
 mod nearest;
 mod probe;
 mod sections;
+mod starts;
 mod symbolize;
 mod target;
 mod usdt;

@@ -156,6 +156,22 @@ impl Symbolizer {
         Ok(bin.elf.offset_to_vaddr(offset).map(|v| bin.symbolize(v)))
     }
 
+    /// The file offset where the function holding the byte at `offset` of `binary`
+    /// starts, by its unwind table (`.eh_frame`): what tells apart, and groups the
+    /// addresses of, functions no symbol names. `None` when the table has no function
+    /// there.
+    pub fn function_start_offset(
+        &mut self,
+        binary: &Path,
+        offset: u64,
+    ) -> Result<Option<u64>, Error> {
+        let i = self.load(binary)?;
+        let bin = &self.bins[i];
+        Ok((bin.elf.offset_to_vaddr(offset))
+            .and_then(|v| bin.function_start(v))
+            .and_then(|s| bin.elf.vaddr_to_offset(s)))
+    }
+
     /// [`Symbolizer::symbolize`] for many addresses in one binary, answers in
     /// the same order, without a path comparison and clock read per address.
     pub fn symbolize_batch(

@@ -322,6 +322,14 @@ fn exported_symbols_name_only_their_own_addresses() {
         .max_by_key(|x| x.value)
         .expect("a function below local_helper");
     assert_eq!(name(&mut s, local.value), None, "after {}", below.name);
+    // Its start, from the unwind table, for any of its addresses.
+    let offset = |vaddr: u64| file_offset(&f.prog_exported, vaddr);
+    for inside in [0, local.size / 2, local.size - 1] {
+        let start = s
+            .function_start_offset(&f.prog_exported, offset(local.value + inside))
+            .unwrap();
+        assert_eq!(start, Some(offset(local.value)), "+{inside}");
+    }
 }
 
 #[test]
