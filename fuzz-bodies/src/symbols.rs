@@ -36,7 +36,11 @@ pub fn symbolizer(data: &[u8]) {
         })
         .collect();
     addrs.extend([0, 1, 0x1000, 0x40_1000, u64::MAX]);
-    ok(Symbolizer::new().symbolize_batch(&path, &addrs));
+    let mut sym = Symbolizer::new();
+    ok(sym.symbolize_batch(&path, &addrs));
+    for &a in addrs.iter().take(8) {
+        ok(sym.function_start_offset(&path, a));
+    }
 
     ok(symbolizer::list_usdt(&target, None));
     ok(symbolizer::resolve_usdt(&target, None, "*", "*"));
