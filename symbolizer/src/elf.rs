@@ -189,18 +189,19 @@ impl ElfInfo {
 
     /// File offset for a virtual address, from the PT_LOAD that contains it.
     pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
-        self.loads
-            .iter()
-            .find(|s| vaddr >= s.vaddr && vaddr < s.vaddr + s.filesz.min(s.memsz))
-            .map(|s| vaddr - s.vaddr + s.offset)
+        // Segments come from the file: no sum of theirs may overflow.
+        self.loads.iter().find_map(|s| {
+            let into = vaddr.checked_sub(s.vaddr)?;
+            (into < s.filesz.min(s.memsz)).then(|| into.checked_add(s.offset))?
+        })
     }
 
     /// Virtual address for a file offset (the inverse mapping used for /proc/PID/maps).
     pub fn offset_to_vaddr(&self, off: u64) -> Option<u64> {
-        self.loads
-            .iter()
-            .find(|s| off >= s.offset && off < s.offset + s.filesz)
-            .map(|s| off - s.offset + s.vaddr)
+        self.loads.iter().find_map(|s| {
+            let into = off.checked_sub(s.offset)?;
+            (into < s.filesz).then(|| into.checked_add(s.vaddr))?
+        })
     }
 
     pub fn bytes_at_offset(&self, off: u64, n: usize) -> &[u8] {
