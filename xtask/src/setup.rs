@@ -138,7 +138,8 @@ pub fn ensure_venv(dir: &Path, packages: &[&str]) -> Result<PathBuf> {
 /// gcc and g++ build the fixtures, binutils and dwz check the symbolizer, util-linux
 /// gives setpriv for the unprivileged-user test. Go builds the symbolizer's Go server
 /// fixture (and its `go tool nm`/`addr2line` check the symbolizer); sys/sdt.h builds its
-/// USDT fixture; python3.11 is a real binary with USDT probes to list.
+/// USDT fixture; python3.11 is a real binary with USDT probes to list; nginx-light a real
+/// server, Debian's build, to trace.
 const DEBIAN: &[(&str, &str)] = &[
     ("gcc", "gcc"),
     ("g++", "g++"),
@@ -151,6 +152,7 @@ const DEBIAN: &[(&str, &str)] = &[
         "systemtap-sdt-dev",
     ),
     ("/usr/bin/python3.11", "python3.11-minimal"),
+    ("/usr/sbin/nginx", "nginx-light"),
 ];
 
 /// Installs from Debian the packages whose command is missing.
