@@ -641,6 +641,11 @@ impl Kernel {
             .sum()
     }
 
+    /// How many attachments [`Kernel::stop`] will undo (see [`SLOW_DETACH`]).
+    pub fn attachments(&self) -> usize {
+        self.links.len()
+    }
+
     /// Detaches and unloads every program: nothing new enters the ring buffers, whose
     /// contents stay readable.
     pub fn stop(&mut self) {
@@ -656,6 +661,11 @@ impl Kernel {
         self.uprobe_events.remove();
     }
 }
+
+/// Attachments from which stopping takes long enough to say so: the kernel undoes a uprobe
+/// attached to a process one at a time, under one lock, a grace period each
+/// (docs/performance.md).
+pub const SLOW_DETACH: usize = 200;
 
 /// See [`Kernel::losses`]: cumulative counts since the programs were loaded.
 #[derive(Clone, Debug, Default)]

@@ -138,6 +138,7 @@ fn resolve_one(
     }
     let matches = symbolizer::resolve(target, spec, &Options { allow_multiple })?;
     let mut out = Vec::new();
+    let mut warnings = Vec::new();
     for m in matches {
         if m.language == Language::Go {
             if let Exit::Refused(why) = &m.exit {
@@ -145,11 +146,51 @@ fn resolve_one(
             }
         }
         if let Some(w) = &m.warning {
-            eprintln!("tracer: warning: {}: {w}", m.name);
+            warnings.push((m.name.clone(), w.clone()));
         }
         out.push(Point::Function(m));
     }
+    for line in grouped_warnings(&warnings) {
+        eprintln!("tracer: warning: {line}");
+    }
     Ok(out)
+}
+
+/// Warnings about functions, one line each when they are few; when a glob matched many,
+/// one line per kind of warning (the same words once the quoted instruction is left out),
+/// naming a few of the functions.
+fn grouped_warnings(warnings: &[(String, String)]) -> Vec<String> {
+    const EACH: usize = 3;
+    if warnings.len() <= EACH {
+        return (warnings.iter())
+            .map(|(f, w)| format!("{f}: {w}"))
+            .collect();
+    }
+    let kind = |w: &str| {
+        let mut parts = w.split('`');
+        let before = parts.next().unwrap_or_default();
+        let after = parts.nth(1).map_or(String::new(), |a| a.to_string());
+        format!("{}{after}", before.trim_end()).replace("  ", " ")
+    };
+    let mut kinds: Vec<(String, Vec<&str>)> = Vec::new();
+    for (f, w) in warnings {
+        let k = kind(w);
+        match kinds.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, fs)) => fs.push(f),
+            None => kinds.push((k, vec![f])),
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|(k, fs)| {
+            let shown = fs[..fs.len().min(EACH)].join(", ");
+            let more = match fs.len().saturating_sub(EACH) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            format!("{} functions: {k}: {shown}{more}", fs.len())
+        })
+        .collect()
 }
 
 /// Targets for `pids`, one per executable: the others running it get its probes.
@@ -450,5 +491,30 @@ fn named_file(pattern: &str) -> Result<(PathBuf, String)> {
         None => bail!(
             "`{lib}` is neither a file nor a library in the system's library paths; give --pid PID or --path FILE to look among a program's libraries"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_warnings_of_a_kind_are_one_line() {
+        let w = |f: &str, i: &str| {
+            let text = format!(
+                "first instruction `{i}` is single-stepped by uprobes (a second trap per hit)"
+            );
+            (f.to_string(), text)
+        };
+        let few = [w("a", "mov %rsi,%rdi")];
+        assert_eq!(
+            grouped_warnings(&few),
+            ["a: first instruction `mov %rsi,%rdi` is single-stepped by uprobes (a second trap per hit)"]
+        );
+        let many: Vec<_> = (0..5).map(|i| w(&format!("f{i}"), "bytes 48 8b")).collect();
+        assert_eq!(
+            grouped_warnings(&many),
+            ["5 functions: first instruction is single-stepped by uprobes (a second trap per hit): f0, f1, f2 and 2 more"]
+        );
     }
 }

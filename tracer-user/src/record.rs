@@ -182,6 +182,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     let reason = ran.map_err(|e| files.explain(e))?;
 
     // Stop the producers, then take what is still in the buffers.
+    if !opts.quiet && s.kernel.attachments() >= crate::kernel::SLOW_DETACH {
+        let n = s.kernel.attachments();
+        eprintln!(
+            "tracer: detaching {n} probe attachments (the kernel undoes them one at a time)..."
+        );
+    }
     s.kernel.stop();
     let end = (|| {
         let mut names = Names::new();
