@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use trace_file::Probe;
 
 use symbolizer::{Exit, Language};
@@ -84,7 +84,8 @@ impl Probes {
                 .filter_map(|pid| pid.or(launched))
                 .collect();
             for pid in pids {
-                p.attach_one(kernel, i, pid)?;
+                p.attach_one(kernel, i, pid)
+                    .with_context(|| format!("probing {}", p.resolved[i].point.name()))?;
             }
             table.push(crate::probes::table_entry(id, &p.resolved[i].point));
         }
@@ -101,7 +102,6 @@ impl Probes {
         // processes: its forks (and, with a traced cgroup, the processes entering it) are
         // probed before they run. In a library, for this process only: a machine-wide
         // probe there would trap every process on the machine.
-        // Go functions have no sessions: machine-wide with a traced cgroup only.
         let everywhere = match point {
             Point::Function(f) if f.language == Language::Go => kernel.machine_wide(),
             Point::Function(_) => sessions || kernel.machine_wide(),

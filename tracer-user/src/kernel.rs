@@ -113,8 +113,10 @@ pub struct Kernel {
     /// Counting mode's uprobe session programs (timing and empty), when the kernel has
     /// sessions: loaded by `sessions`, outside aya.
     sessions: Option<[OwnedFd; 2]>,
-    /// With a traced cgroup, the uprobe programs loaded for machine-wide links.
-    machine_wide: FxHashMap<Prog, OwnedFd>,
+    /// The uprobe programs loaded for machine-wide links, and their empty floors.
+    machine_wide: FxHashMap<(Prog, bool), OwnedFd>,
+    /// See [`Kernel::per_process_uprobes`].
+    per_process_uprobes: usize,
 }
 
 /// The kernel's ids of the tasks of the recorder's PID namespace, which the filter needs:
@@ -216,20 +218,22 @@ impl Kernel {
                 }
             }
         };
-        // A traced cgroup's executables are probed machine-wide, so a process entering it is
-        // probed from its first call: uprobe_multi links, whose programs aya cannot load.
+        // A process's own executable is probed machine-wide, the programs keeping to
+        // traced processes: its forks, and with a traced cgroup the processes entering it,
+        // are probed from their first call, and one link per probe detaches at once
+        // (docs/performance.md). uprobe_multi links, whose programs aya cannot load.
         let mut machine_wide = FxHashMap::default();
-        if config.cgroup != 0 {
-            for prog in [
-                Prog::Entry,
-                Prog::Return,
-                Prog::GoEntry,
-                Prog::GoEntryCheck,
-                Prog::GoReturn,
-            ] {
-                let name = prog_name(prog, false);
+        for prog in [
+            Prog::Entry,
+            Prog::Return,
+            Prog::GoEntry,
+            Prog::GoEntryCheck,
+            Prog::GoReturn,
+        ] {
+            for empty in [false, true] {
+                let name = prog_name(prog, empty);
                 let fd = crate::sessions::load(&object, &ebpf, name, Attach::Multi)?;
-                machine_wide.insert(prog, fd);
+                machine_wide.insert((prog, empty), fd);
             }
         }
         let mut take = |name: &str| {
@@ -281,6 +285,7 @@ impl Kernel {
             pidns,
             sessions,
             machine_wide,
+            per_process_uprobes: 0,
         })
     }
 
@@ -436,7 +441,7 @@ impl Kernel {
             return Ok(());
         }
         if pid == 0 {
-            let program = (self.machine_wide.get(&prog))
+            let program = (self.machine_wide.get(&(prog, self.empty_probes)))
                 .with_context(|| format!("no machine-wide program for {prog:?} probes"))?;
             let flags = if prog == Prog::Return {
                 crate::sessions::RETURN
@@ -465,6 +470,7 @@ impl Kernel {
             .uprobe_events
             .attach(fd.as_fd(), &point, pid, inherit, id as u64)?;
         self.links.push(Box::new(link));
+        self.per_process_uprobes += 1;
         Ok(())
     }
 
@@ -641,9 +647,10 @@ impl Kernel {
             .sum()
     }
 
-    /// How many attachments [`Kernel::stop`] will undo (see [`SLOW_DETACH`]).
-    pub fn attachments(&self) -> usize {
-        self.links.len()
+    /// How many uprobes are attached to a process each (tracefs events, opened per
+    /// process): [`Kernel::stop`] undoes those one at a time (see [`SLOW_DETACH`]).
+    pub fn per_process_uprobes(&self) -> usize {
+        self.per_process_uprobes
     }
 
     /// Detaches and unloads every program: nothing new enters the ring buffers, whose
@@ -662,8 +669,8 @@ impl Kernel {
     }
 }
 
-/// Attachments from which stopping takes long enough to say so: the kernel undoes a uprobe
-/// attached to a process one at a time, under one lock, a grace period each
+/// Uprobes attached per process from which stopping takes long enough to say so: the
+/// kernel undoes them one at a time, under one lock, a grace period each
 /// (docs/performance.md).
 pub const SLOW_DETACH: usize = 200;
 

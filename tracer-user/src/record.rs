@@ -182,11 +182,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     let reason = ran.map_err(|e| files.explain(e))?;
 
     // Stop the producers, then take what is still in the buffers.
-    if !opts.quiet && s.kernel.attachments() >= crate::kernel::SLOW_DETACH {
-        let n = s.kernel.attachments();
-        eprintln!(
-            "tracer: detaching {n} probe attachments (the kernel undoes them one at a time)..."
-        );
+    let n = s.kernel.per_process_uprobes();
+    if !opts.quiet && n >= crate::kernel::SLOW_DETACH {
+        eprintln!("tracer: detaching {n} uprobes attached per process (the kernel undoes them one at a time)...");
     }
     s.kernel.stop();
     let end = (|| {

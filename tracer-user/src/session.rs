@@ -119,9 +119,9 @@ impl Session {
             opts.inherit,
             opts.empty_probes,
         )?;
-        let n = kernel.attachments();
+        let n = kernel.per_process_uprobes();
         if n >= crate::kernel::SLOW_DETACH {
-            eprintln!("tracer: warning: {n} probe attachments (each function's entry and return in each process): stopping undoes them one at a time, a kernel grace period each");
+            eprintln!("tracer: warning: {n} uprobes attached per process (functions of libraries, USDT probes): stopping undoes them one at a time, a kernel grace period each");
         }
         let preamble = preamble(opts, cpus, &pids, launched.as_ref(), table);
         let writer = preamble.write(file, &threads)?;

@@ -49,7 +49,14 @@ fn open(id: u64, pid: u32, inherit: bool) -> std::io::Result<OwnedFd> {
         )
     };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        let e = std::io::Error::last_os_error();
+        // ENOTSUPP, the kernel's own number, which libc has no words for.
+        if e.raw_os_error() == Some(524) {
+            return Err(std::io::Error::other(
+                "the kernel cannot place a uprobe on the instruction there",
+            ));
+        }
+        return Err(e);
     }
     // SAFETY: a descriptor just returned to us.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
@@ -250,7 +257,14 @@ fn link_create(prog: BorrowedFd<'_>, event: i32, cookie: u64) -> std::io::Result
         )
     };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        let e = std::io::Error::last_os_error();
+        // ENOTSUPP, the kernel's own number, which libc has no words for.
+        if e.raw_os_error() == Some(524) {
+            return Err(std::io::Error::other(
+                "the kernel cannot place a uprobe on the instruction there",
+            ));
+        }
+        return Err(e);
     }
     // SAFETY: a descriptor just returned to us.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
