@@ -271,42 +271,29 @@ fn a_fork_storm_is_recorded_process_by_process() {
         assert!(ended.contains(p), "process {p}: no exit");
         assert!(chunks.contains(p), "process {p}: no Process chunk");
     }
-    // Every process forked calls work() once. The children of the root, which holds the
-    // probes, inherit them and each call is recorded. Their own children lose some or
-    // most of theirs on this kernel (6.18; in runs of this test, 197 to 565 calls of the
-    // 600 recorded): the breakpoint is gone from their memory (work()'s first byte reads
-    // back as its own, not int3), and `perf record -p ROOT` with one
-    // uprobe on work() misses the same calls while `perf record -a` has them all: the
-    // kernel drops the breakpoints of processes that inherited probes from a process
-    // that had inherited them. So only the first generation's calls are checked exactly,
-    // and the recorder must say how many processes are of the next.
+    // Every process forked calls work() once, and every call is recorded: work() is in
+    // the process's own executable, probed machine-wide by uprobe_multi links whose
+    // programs keep to traced processes. (Probes inherited as perf events, as a library's
+    // are, were lost by grandchildren on this kernel, 6.18: 197 to 565 calls of the 600 in
+    // runs of this test, `perf record -p ROOT` missing the same; the recorder says how
+    // many processes got their probes that way, none here.)
     let work = probe_ids(&out)["work"];
-    let called: HashSet<u32> = (t.records.iter())
+    let mut callers: Vec<u32> = (t.records.iter())
         .filter(|r| r.event == Event::FuncEntry { func: work })
         .map(|r| r.tid)
         .collect();
-    let forked_by_root: Vec<u32> = (t.records.iter())
-        .filter_map(|r| match r.event {
-            Event::NewTask { child_tgid, .. } if r.tid == pid => Some(child_tgid),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(forked_by_root.len(), 24);
-    for p in &forked_by_root {
-        assert!(
-            called.contains(p),
-            "child {p}: its call of work() is missing"
-        );
-    }
-    let calls = count(&t, |r| r.event == Event::FuncEntry { func: work });
-    assert!(
-        calls <= forks,
-        "{calls} calls of work() by {forks} processes"
+    let calls = callers.len() as u64;
+    callers.sort_unstable();
+    callers.dedup();
+    assert_eq!(calls, forks, "calls of work() by {forks} processes");
+    assert_eq!(
+        callers, created,
+        "one call of work() by each process created"
     );
-    // Not silently: the recorder says how many processes may have lost their calls.
-    let second = forks - 24;
-    let warning = format!("{second} processes inherited their probes from a process");
-    assert!(said.contains(&warning), "{said}");
+    assert!(
+        !said.contains("inherited their probes from a process"),
+        "{said}"
+    );
     eprintln!(
         "{forks} forks: {n} creations, {} exits, {calls} calls of work() recorded",
         ended.len()
