@@ -37,29 +37,9 @@ fn record(binary: &Path, dir: &Path) -> Seen {
         binary.as_os_str(),
         "3".as_ref(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("SPINNER "))
-        .unwrap_or_else(|| panic!("the fixture said no SPINNER line: {stdout}"));
-    let mut f = line.split_whitespace().map(|v| v.parse::<u64>().unwrap());
-    let (tid, run_ns) = (f.next().unwrap() as u32, f.next().unwrap());
-    tracer_ok(&[
-        "convert".as_ref(),
-        "--to".as_ref(),
-        "folded".as_ref(),
-        "-o".as_ref(),
-        folded.as_os_str(),
-        trace.as_os_str(),
-    ]);
-    let lines = std::fs::read_to_string(&folded).unwrap();
-    let folded = lines
-        .lines()
-        .filter_map(|l| {
-            let (stack, ns) = l.rsplit_once(' ')?;
-            Some((stack.to_string(), ns.parse().ok()?))
-        })
-        .collect();
+    let f = numbers(&out, "SPINNER");
+    let (tid, run_ns) = (f[0] as u32, f[1]);
+    let (folded, _) = convert_folded(&trace, &folded);
     // The summary by stack names c, with its line, as where the CPU time went.
     let doc = stack_summary(&trace);
     let functions = doc["functions"].as_array().unwrap();
@@ -138,6 +118,44 @@ fn record(binary: &Path, dir: &Path) -> Seen {
     }
 }
 
+/// Asserts that `part` is at least 90% of `all`, `what` they are; says the share.
+fn most(part: u64, all: u64, what: &str, folded: &str) {
+    let share = part as f64 / all as f64;
+    eprintln!("{:.1}% of {what}", share * 100.0);
+    assert!(share >= 0.9, "{share:.3} of {what}:\n{folded}");
+}
+
+/// The numbers of the fixture's line `WORD n...` in its output.
+fn numbers(out: &std::process::Output, word: &str) -> Vec<u64> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = (stdout.lines())
+        .find_map(|l| l.strip_prefix(word)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("the fixture said no {word} line: {stdout}"));
+    let parse = |v: &str| v.parse().unwrap_or_else(|_| panic!("{word} {line}"));
+    line.split_whitespace().map(parse).collect()
+}
+
+/// `tracer convert --to folded` of `trace` into `out`: stack -> ns, and the text.
+fn convert_folded(trace: &Path, out: &Path) -> (BTreeMap<String, u64>, String) {
+    tracer_ok(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "folded".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        trace.as_os_str(),
+    ]);
+    let text = std::fs::read_to_string(out).unwrap();
+    let stacks = text
+        .lines()
+        .filter_map(|l| {
+            let (stack, ns) = l.rsplit_once(' ')?;
+            Some((stack.to_string(), ns.parse().ok()?))
+        })
+        .collect();
+    (stacks, text)
+}
+
 /// Sum of the values of the lines `keep` accepts.
 /// `tracer summary --by stack --format json` of a file.
 fn stack_summary(path: &Path) -> serde_json::Value {
@@ -190,16 +208,8 @@ fn check(build: &str, binary: &Path) {
         running(s) && s.contains("start_thread;spinner;a;b;c;")
     });
     assert!(in_c > 0, "{build}: no sample in c:\n{}", dump());
-    let share = under_abc as f64 / in_c as f64;
-    eprintln!(
-        "{build}: {:.1}% of c's sampled time under a;b;c",
-        share * 100.0
-    );
-    assert!(
-        share >= 0.9,
-        "{build}: {share:.3} of c's time under a;b;c:\n{}",
-        dump()
-    );
+    let what = format!("{build}: c's sampled time under a;b;c");
+    most(under_abc, in_c, &what, &dump());
 
     // Off the CPU: the blocker's blocked time is under d;e;read.
     let blocked = |s: &str| s.contains(";blocker;") && s.ends_with(";[blocked]");
@@ -211,16 +221,8 @@ fn check(build: &str, binary: &Path) {
                 .is_some_and(|rest| rest.split(';').next().is_some_and(|f| f.contains("read")))
     });
     assert!(all > 0, "{build}: the blocker never blocked:\n{}", dump());
-    let share = under_read as f64 / all as f64;
-    eprintln!(
-        "{build}: {:.1}% of the blocker's blocked time under d;e;read",
-        share * 100.0
-    );
-    assert!(
-        share >= 0.9,
-        "{build}: {share:.3} of the blocked time under d;e;read:\n{}",
-        dump()
-    );
+    let what = format!("{build}: the blocker's blocked time under d;e;read");
+    most(under_read, all, &what, &dump());
 
     // A stack deeper than the copy says so: the deep thread's time asleep at the bottom
     // of its recursion is under a cut stack, which keeps the frames it could unwind.
@@ -299,12 +301,7 @@ fn stat_counts_stacks_in_the_kernel() {
         binary.as_os_str(),
         "3".as_ref(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let run_ns: f64 = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("SPINNER "))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .expect("a SPINNER line");
+    let run_ns = numbers(&out, "SPINNER")[1] as f64;
     let doc = stack_summary(&stat);
     assert!(doc["walked"].as_str().unwrap().contains("frame pointers"));
     let functions = doc["functions"].as_array().unwrap();
@@ -505,29 +502,9 @@ fn stacks_through_a_library_loaded_while_recording() {
         plugin.as_os_str(),
         "2".as_ref(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let blocks: u64 = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("BLOCKS "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("the fixture said no BLOCKS line: {stdout}"));
+    let blocks = numbers(&out, "BLOCKS")[0];
     assert!(blocks >= 50, "{blocks} reads returned a byte");
-    tracer_ok(&[
-        "convert".as_ref(),
-        "--to".as_ref(),
-        "folded".as_ref(),
-        "-o".as_ref(),
-        folded.as_os_str(),
-        trace.as_os_str(),
-    ]);
-    let text = std::fs::read_to_string(&folded).unwrap();
-    let seen: BTreeMap<String, u64> = text
-        .lines()
-        .filter_map(|l| {
-            let (stack, ns) = l.rsplit_once(' ')?;
-            Some((stack.to_string(), ns.parse().ok()?))
-        })
-        .collect();
+    let (seen, text) = convert_folded(&trace, &folded);
     let blocked = |s: &str| s.contains(";blocker;") && s.ends_with(";[blocked]");
     let all = total(&seen, blocked);
     let through = total(&seen, |s| {
@@ -537,13 +514,6 @@ fn stacks_through_a_library_loaded_while_recording() {
                 .is_some_and(|rest| rest.split(';').next().is_some_and(|f| f.contains("read")))
     });
     assert!(all > 0, "the blocker never blocked:\n{text}");
-    let share = through as f64 / all as f64;
-    eprintln!(
-        "{:.1}% of the blocker's blocked time under blocker;plugin_block;plugin_read;read",
-        share * 100.0
-    );
-    assert!(
-        share >= 0.9,
-        "{share:.3} of the blocked time under blocker;plugin_block;plugin_read;read:\n{text}"
-    );
+    let what = "the blocker's blocked time under blocker;plugin_block;plugin_read;read";
+    most(through, all, what, &text);
 }
