@@ -162,7 +162,14 @@ fn memory_stays_flat_over_a_rotated_recording_of_thread_churn() {
     for (i, p) in paths.iter().enumerate() {
         let t = read_trace(p);
         let reason = &t.trailer.as_ref().expect("every file is finished").reason;
-        assert_eq!(reason, if i == 2 { "signal" } else { "rotated" });
+        // The last ends by the signal, or by itself when it saw the fixture exit first.
+        match i {
+            2 => assert!(
+                ["signal", "process exited"].contains(&reason.as_str()),
+                "{reason}"
+            ),
+            _ => assert_eq!(reason, "rotated"),
+        }
     }
 }
 

@@ -164,6 +164,14 @@ impl Probes {
         if !self.inherit || self.resolved.is_empty() {
             return Ok(());
         }
+        if self.everywhere.len() == self.resolved.len() {
+            // Every probe is machine-wide: the child has them all, whoever its parent.
+            let all = (1..=self.resolved.len() as u32)
+                .map(|id| (id, 0, 0))
+                .collect();
+            self.by_process.insert(fork.child, all);
+            return Ok(());
+        }
         let Some(parent) = fork.parent else {
             // Its parent is not known here: created while recording too (its creation
             // drained after this one's) or gone already, so whatever probes this one

@@ -193,6 +193,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             see(&mut mode, &mut tree, &mut names, ts, tid, e)
         })?;
         tree.settle();
+        // Processes created since the loop last looked: their Process chunks too.
+        for fork in tree.take_changes().forks {
+            d.w.meta(ChunkKind::Process, &procfs::process(fork.child, false))?;
+        }
         d.flush_all()?;
         if let Mode::Stat(c) = &mut mode {
             for (tid, tgid, name) in names.drain(..) {
