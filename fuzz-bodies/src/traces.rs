@@ -37,7 +37,10 @@ pub struct Knobs {
     /// The Paraver writer flushes, cuts states and gives up on links early (bit 9), so its
     /// watermark paths run on small inputs.
     pub small_tuning: bool,
-    /// Summaries also per window of 10^k ns (bits 12..16: k, 0 for none).
+    /// Summaries also per window of 10^k ns (bits 12..16: k, 0 for none), when bits 10
+    /// and 11 are both set: rendering up to 10,000 windows in every format is most of an
+    /// input's time, so a quarter of the inputs ask for windows and the rest go to the
+    /// merge, the timeline and the accumulation.
     pub summary_window: Option<u64>,
     /// Converters write from here (bits 24..32: in units of 100 us).
     pub from: u64,
@@ -53,7 +56,11 @@ impl Knobs {
             merge.window_ns = 1_000;
             merge.jitter_ns = 0;
         }
-        let k = field(12, 4) as u32;
+        let k = if field(10, 2) == 3 {
+            field(12, 4) as u32
+        } else {
+            0
+        };
         Knobs {
             merge,
             small_tuning: field(9, 1) == 1,
