@@ -101,11 +101,17 @@ fn escape(v: &str) -> String {
 }
 
 /// The writer properties of every file: zstd, row groups of [`ROW_GROUP_ROWS`], the
-/// schema version in the key-value metadata. String columns are dictionary-encoded (their
-/// values repeat); times and ids, which grow along a table, delta-encoded (zstd then has
-/// a few bits a value to compress instead of eight bytes); other numbers plain. Column
-/// chunks carry min/max statistics of the times only, what engines prune row groups by
-/// (statistics of every column cost a tenth of the conversion).
+/// schema version in the key-value metadata, and an encoding per kind of column, chosen
+/// so that zstd has little left to chew (docs/performance.md):
+/// - strings: dictionary (their values repeat);
+/// - times, durations and ids: delta-encoded (times and ids grow along a table, and a
+///   duration needs a few bits, not eight bytes);
+/// - other numbers (return values, byte counts, syscall numbers, CPUs, depths): a
+///   dictionary, since few values repeat often, which Parquet's writer drops for plain
+///   encoding in a column chunk where they do not.
+///
+/// Column chunks carry min/max statistics of the times only, what engines prune row
+/// groups by (statistics of every column cost a tenth of the conversion).
 fn properties<T: Batch>(columns: &[&str]) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("level 1")))
@@ -120,15 +126,16 @@ fn properties<T: Batch>(columns: &[&str]) -> WriterProperties {
             env!("CARGO_PKG_VERSION")
         ));
     for (name, ty, _) in T::columns() {
-        if !columns.contains(&name) || matches!(ty, DataType::Dictionary(..)) {
+        if !columns.contains(&name) || !matches!(ty, DataType::Int64 | DataType::Int32) {
             continue;
         }
         let col = || ColumnPath::from(name);
-        b = b.set_column_dictionary_enabled(col(), false);
-        let int = ty == DataType::Int64;
-        let time = int && name.ends_with("_ns") && TIMES.iter().any(|t| name.contains(t));
-        if time || (int && name.ends_with("_id")) {
-            b = b.set_column_encoding(col(), Encoding::DELTA_BINARY_PACKED);
+        let time = name.ends_with("_ns") && TIMES.iter().any(|t| name.contains(t));
+        let delta = name.ends_with("_ns") || IDS.iter().any(|i| name.ends_with(i));
+        if delta {
+            b = b
+                .set_column_dictionary_enabled(col(), false)
+                .set_column_encoding(col(), Encoding::DELTA_BINARY_PACKED);
         }
         if time {
             b = b.set_column_statistics_enabled(col(), EnabledStatistics::Chunk);
@@ -140,6 +147,9 @@ fn properties<T: Batch>(columns: &[&str]) -> WriterProperties {
 /// What the name of a point-in-time column holds (`start_ns`, `send_mono_ns`...), as
 /// against durations.
 const TIMES: &[&str] = &["start", "end", "send", "recv", "seen"];
+
+/// How the names of id columns end (`tid`, `sender_pid`, `call_id`, `new_connection`...).
+const IDS: &[&str] = &["pid", "tid", "_id", "connection", "goroutine"];
 
 /// Work for the encoding thread.
 type Job = Box<dyn FnOnce() -> Result<()> + Send>;
