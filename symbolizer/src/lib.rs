@@ -39,7 +39,7 @@ mod usdt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use go::{parse_gopclntab, GoFunction, GoPclnTab, GoPclnVersion};
+pub use go::{parse_gopclntab, GoFrame, GoFunction, GoPclnTab, GoPclnVersion, GoUnwindTable};
 pub use symbolize::Symbolizer;
 pub use usdt::{
     list_usdt, parse_stapsdt_notes, parse_usdt_arg, parse_usdt_args, resolve_usdt, UsdtArg,

@@ -280,6 +280,46 @@ fn stacks_of_a_binary_whose_debug_info_is_apart() {
     );
 }
 
+/// A stripped Go program built with Debian's Go, as Go servers ship: its stacks are
+/// unwound with Go's own table (the pclntab's frame sizes), right where a frame-pointer
+/// walk is not (`main.leaf` has no frame, and a walk from its frame pointer skips its
+/// caller, `main.middle`), and whole down to the goroutine's first function,
+/// `runtime.goexit`, with no "cut" mark.
+#[test]
+fn go_stacks_are_whole_through_a_function_without_a_frame() {
+    let _serial = serial();
+    let binary = build_go_fixture("gostacks");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("go.trace");
+    let out = tracer_ok(&[
+        "record".as_ref(),
+        "--stacks".as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        trace.as_os_str(),
+        "--".as_ref(),
+        binary.as_os_str(),
+        "3".as_ref(),
+    ]);
+    assert!(numbers(&out, "LEAF")[0] > 0);
+    let (folded, text) = convert_folded(&trace, &dir.path().join("go.folded"));
+    let in_leaf = total(&folded, |s| s.contains(";main.leaf;"));
+    let whole = total(&folded, |s| {
+        s.contains(";runtime.goexit;main.main.func")
+            && s.contains(";main.outer;main.middle;main.leaf;")
+            && !s.contains("[cut")
+    });
+    // About 3 s of spinning at 99 Hz; half of it at least, on a loaded machine.
+    assert!(
+        in_leaf >= 1_500_000_000,
+        "{in_leaf} ns in main.leaf:\n{text}"
+    );
+    assert_eq!(
+        whole, in_leaf,
+        "stacks through main.leaf not whole:\n{text}"
+    );
+}
+
 /// `tracer stat --stacks`: on-CPU samples counted in the kernel per stack, as many as the
 /// spinner's CPU time at HZ, and the summary says the stacks were walked by frame
 /// pointers.

@@ -11,15 +11,17 @@
 mod maps;
 
 use std::{
+    ops::Range,
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use framehop::{
     x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64},
-    Unwinder as _,
+    FrameAddress, Unwinder as _,
 };
 use rustc_hash::FxHashMap;
+use symbolizer::{GoFrame, GoUnwindTable};
 use trace_file::{Mapping, ProcessMappings};
 
 /// Frames kept at most: deeper stacks are cut, and say so.
@@ -67,6 +69,8 @@ pub struct Unwinders {
 
 struct Process {
     unwinder: UnwinderX86_64<maps::Bytes>,
+    /// The Go binaries mapped: (addresses, bias, table).
+    go: Vec<(Range<u64>, u64, Arc<GoUnwindTable>)>,
     maps: Vec<Mapping>,
     read_at: Instant,
 }
@@ -139,7 +143,8 @@ impl Process {
         i > 0 && addr < self.maps[i - 1].end
     }
 
-    /// Unwinds from `regs` with the unwind tables known.
+    /// Unwinds from `regs` with the unwind tables known: Go's own for Go code, the
+    /// binaries' CFI for the rest.
     fn walk(&self, regs: &Regs<'_>, cache: &mut CacheX86_64) -> Unwound {
         let sp = regs.sp;
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
@@ -150,35 +155,70 @@ impl Process {
                 .ok_or(())?;
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
-        let start = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
-        let mut it = self
-            .unwinder
-            .iter_frames(regs.ip, start, cache, &mut read_stack);
+        let mut state = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+        let mut frame = FrameAddress::from_instruction_pointer(regs.ip);
         let mut out = Unwound::default();
-        loop {
-            match it.next() {
-                Ok(Some(f)) => {
-                    if out.frames.len() == MAX_FRAMES {
-                        out.cut = Some("depth".into());
-                        break;
+        let cut = loop {
+            if out.frames.len() == MAX_FRAMES {
+                break Some("depth".into());
+            }
+            let pc = frame.address_for_lookup();
+            out.frames.push(pc);
+            let next = match self.go_frame(pc) {
+                Some(GoFrame::Top) => break None,
+                Some(GoFrame::StackSwitch) => break Some("go: stack switch".into()),
+                Some(GoFrame::Frame {
+                    sp_offset,
+                    saves_bp,
+                }) => go_step(&mut state, sp_offset, saves_bp, &mut read_stack)
+                    .map_err(|()| framehop::Error::CouldNotReadStack(state.sp())),
+                None => self
+                    .unwinder
+                    .unwind_frame(frame, &mut state, cache, &mut read_stack),
+            };
+            match next {
+                Ok(Some(ret)) => match FrameAddress::from_return_address(ret) {
+                    Some(f) => frame = f,
+                    None => {
+                        break Some(format!("unwind: {}", framehop::Error::ReturnAddressIsNull))
                     }
-                    out.frames.push(f.address_for_lookup());
-                }
-                Ok(None) => break,
+                },
+                Ok(None) => break None,
                 Err(framehop::Error::CouldNotReadStack(addr))
                     if regs.full && addr >= sp + regs.stack.len() as u64 =>
                 {
-                    out.cut = Some("copy".into());
-                    break;
+                    break Some("copy".into())
                 }
-                Err(e) => {
-                    out.cut = Some(format!("unwind: {e}"));
-                    break;
-                }
+                Err(e) => break Some(format!("unwind: {e}")),
             }
-        }
+        };
+        out.cut = cut;
         out
     }
+
+    /// How to leave the frame at `pc` if Go code is there.
+    fn go_frame(&self, pc: u64) -> Option<GoFrame> {
+        let (_, bias, table) = self.go.iter().find(|(r, _, _)| r.contains(&pc))?;
+        table.frame(pc.wrapping_sub(*bias))
+    }
+}
+
+/// One step out of a Go function's frame, as Go's own traceback takes it: the return
+/// address `sp_offset` above the stack pointer, the caller's frame pointer below it.
+fn go_step(
+    regs: &mut UnwindRegsX86_64,
+    sp_offset: u32,
+    saves_bp: bool,
+    read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> Result<Option<u64>, ()> {
+    let at = regs.sp().checked_add(u64::from(sp_offset)).ok_or(())?;
+    let ret = read_stack(at)?;
+    if saves_bp {
+        regs.set_bp(read_stack(at - 8)?);
+    }
+    regs.set_sp(at + 8);
+    regs.set_ip(ret);
+    Ok((ret != 0).then_some(ret))
 }
 
 /// Reads the mappings of `pid` and the unwind tables of what they map (each file parsed
@@ -190,6 +230,7 @@ fn load(
     read: &mut Vec<ProcessMappings>,
 ) -> Process {
     let mut unwinder = UnwinderX86_64::new();
+    let mut go = Vec::new();
     let mut maps = maps::read(pid);
     maps.sort_by_key(|m| m.start);
     for m in &mut maps {
@@ -204,6 +245,9 @@ fn load(
             if let Some(module) = image.module(m) {
                 unwinder.add_module(module);
             }
+            if let (Some(table), Some(bias)) = (&image.go, image.bias(m)) {
+                go.push((m.start..m.end, bias, table.clone()));
+            }
         }
     }
     read.push(ProcessMappings {
@@ -213,6 +257,7 @@ fn load(
     });
     Process {
         unwinder,
+        go,
         maps,
         read_at: Instant::now(),
     }

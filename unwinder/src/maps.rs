@@ -106,6 +106,8 @@ impl std::ops::Deref for Bytes {
 pub struct Image {
     /// Its GNU build-id, hex.
     pub build_id: Option<String>,
+    /// Go's unwind table, for a Go binary.
+    pub go: Option<Arc<symbolizer::GoUnwindTable>>,
     /// (address, file offset, file size, executable) of each loaded segment.
     segments: Vec<(u64, u64, u64, bool)>,
     sections: FxHashMap<&'static str, (Range<u64>, Option<Bytes>)>,
@@ -151,8 +153,10 @@ impl Image {
                 s
             })
         });
+        let go = symbolizer::GoUnwindTable::from_elf(&bytes).map(Arc::new);
         Some(Image {
             build_id,
+            go,
             segments,
             sections,
         })
@@ -161,29 +165,7 @@ impl Image {
     /// The image as mapped by `m` in a process; `None` when no segment holds the
     /// mapping's file offset.
     pub fn module(&self, m: &Mapping) -> Option<Module<Bytes>> {
-        // The load bias, from the segment the mapping maps: the executable one whose file
-        // range it holds (the kernel maps from the page its offset is in, so a segment that
-        // does not start on a page shares that page with the one before: lld lays files
-        // out so).
-        let bias = if m.path == "[vdso]" {
-            let &(addr, _, _, _) = self.segments.first()?;
-            m.start.wrapping_sub(addr)
-        } else {
-            let len = m.end - m.start;
-            let maps_it = |&&(_, off, size, exec): &&(u64, u64, u64, bool)| {
-                exec && off < m.offset + len && m.offset < off + size.max(1)
-            };
-            let holds = |&&(_, off, size, _): &&(u64, u64, u64, bool)| {
-                m.offset >= off && m.offset < off + size.max(1)
-            };
-            let seg = self.segments.iter().find(maps_it);
-            let &(addr, off, _, _) = seg.or_else(|| self.segments.iter().find(holds))?;
-            // File offset `off` is at `m.start + (off - m.offset)`.
-            m.start
-                .wrapping_sub(m.offset)
-                .wrapping_add(off)
-                .wrapping_sub(addr)
-        };
+        let bias = self.bias(m)?;
         let range = |name: &str| self.sections.get(name).map(|s| s.0.clone());
         let data = |name: &str| self.sections.get(name).and_then(|s| s.1.clone());
         let info = ExplicitModuleSectionInfo {
@@ -203,6 +185,34 @@ impl Image {
             text_segment: None,
         };
         Some(Module::new(m.path.clone(), m.start..m.end, bias, info))
+    }
+
+    /// What to subtract from an address in mapping `m` to get the file's address (its
+    /// symbols' and tables'); `None` when no segment holds the mapping's file offset.
+    pub fn bias(&self, m: &Mapping) -> Option<u64> {
+        // The load bias, from the segment the mapping maps: the executable one whose file
+        // range it holds (the kernel maps from the page its offset is in, so a segment that
+        // does not start on a page shares that page with the one before: lld lays files
+        // out so).
+        Some(if m.path == "[vdso]" {
+            let &(addr, _, _, _) = self.segments.first()?;
+            m.start.wrapping_sub(addr)
+        } else {
+            let len = m.end - m.start;
+            let maps_it = |&&(_, off, size, exec): &&(u64, u64, u64, bool)| {
+                exec && off < m.offset + len && m.offset < off + size.max(1)
+            };
+            let holds = |&&(_, off, size, _): &&(u64, u64, u64, bool)| {
+                m.offset >= off && m.offset < off + size.max(1)
+            };
+            let seg = self.segments.iter().find(maps_it);
+            let &(addr, off, _, _) = seg.or_else(|| self.segments.iter().find(holds))?;
+            // File offset `off` is at `m.start + (off - m.offset)`.
+            m.start
+                .wrapping_sub(m.offset)
+                .wrapping_add(off)
+                .wrapping_sub(addr)
+        })
     }
 }
 

@@ -37,8 +37,11 @@ impl Memory for ElfInfo {
     }
 }
 
+/// Where the pclntab is: PIE and external-linking layouts put it in relro.
+pub(super) const PCLNTAB_SECTIONS: [&str; 2] = [".gopclntab", ".data.rel.ro.gopclntab"];
+
 /// Section bytes and address, if the section is stored in the file.
-fn section<'a>(
+pub(super) fn section<'a>(
     f: &object::read::elf::ElfFile64<'a, object::Endianness>,
     name: &str,
 ) -> Option<(&'a [u8], u64)> {
@@ -56,8 +59,7 @@ impl GoBinary {
         use object::{Object, ObjectSection};
         let f = elf.object();
         let bi = section(&f, ".go.buildinfo");
-        // PIE and external-linking layouts put the table in relro.
-        let pcln = section(&f, ".gopclntab").or_else(|| section(&f, ".data.rel.ro.gopclntab"));
+        let pcln = PCLNTAB_SECTIONS.iter().find_map(|name| section(&f, name));
         if bi.is_none() && pcln.is_none() {
             return None;
         }

@@ -17,10 +17,12 @@ mod public;
 mod read;
 #[cfg(test)]
 mod tests;
+mod unwind;
 
 pub(crate) use binary::GoBinary;
 pub use pclntab::GoPclnVersion;
 pub use public::{parse_gopclntab, GoFunction, GoPclnTab};
+pub use unwind::{GoFrame, GoUnwindTable};
 
 /// Why a pclntab cannot be read; shown to the user in one line.
 pub(crate) type Reason = String;

@@ -71,6 +71,13 @@ pub(crate) struct GoTable {
     pub text_end: u64,
 }
 
+/// `funcFlag_TOPFRAME`: the first function of a stack (`runtime.goexit`, `runtime.mstart`).
+pub(super) const FLAG_TOPFRAME: u8 = 1;
+/// `funcFlag_SPWRITE`: the function writes the stack pointer (it switches stacks).
+pub(super) const FLAG_SPWRITE: u8 = 2;
+/// `funcFlag_ASM`: written in assembly.
+pub(super) const FLAG_ASM: u8 = 4;
+
 /// The `_func` fields after the entry, by their index: nameOff, args,
 /// deferreturn, pcsp, pcfile, pcln, npcdata, cuOffset, [startLine,]
 /// funcID/flag/pad/nfuncdata.
@@ -302,8 +309,14 @@ impl GoTable {
     /// True for a function written in assembly (`funcFlag_ASM`, Go 1.17+;
     /// 1.16 has padding there, which reads as false).
     pub fn is_asm(&self, d: &[u8], f: &GoFunc) -> bool {
+        self.flags(d, f) & FLAG_ASM != 0
+    }
+
+    /// The function's `funcFlag` bits (Go 1.17+; 0 in 1.16, whose padding is there).
+    pub(super) fn flags(&self, d: &[u8], f: &GoFunc) -> u8 {
         d.get(self.pcln + f.foff + self.func_header_size() - 3)
-            .is_some_and(|&flag| flag & 4 != 0)
+            .copied()
+            .unwrap_or(0)
     }
 
     pub(super) fn nfuncdata(&self, d: &[u8], f: &GoFunc) -> Option<u8> {
