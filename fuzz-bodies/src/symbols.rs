@@ -6,7 +6,7 @@ use symbolizer::{Options, Symbolizer, Target};
 
 /// Bytes starting like an ELF file are one, written to a file and read through the
 /// public entry points as `tracer probes` and `tracer record` use them: listing, globs,
-/// resolving names, symbolizing addresses, USDT notes. Other bytes are read as a Go
+/// resolving names, symbolizing addresses, Go's unwind table, USDT notes. Other bytes are read as a Go
 /// pclntab and as USDT argument specifications.
 pub fn symbolizer(data: &[u8]) {
     if !data.starts_with(b"\x7fELF") {
@@ -40,6 +40,12 @@ pub fn symbolizer(data: &[u8]) {
     ok(sym.symbolize_batch(&path, &addrs));
     for &a in addrs.iter().take(8) {
         ok(sym.function_start_offset(&path, a));
+    }
+    // Go's unwind table, as the recorder's unwinder reads every binary a process maps.
+    if let Some(t) = symbolizer::GoUnwindTable::from_elf(data) {
+        for &a in &addrs {
+            let _ = t.frame(a);
+        }
     }
 
     ok(symbolizer::list_usdt(&target, None));
