@@ -232,6 +232,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             Mode::Stat(_) => s.kernel.go_unclosed()?,
             Mode::Trace { .. } => 0,
         },
+        windows: match &mode {
+            Mode::Stat(c) => Some(c.windows),
+            Mode::Trace { .. } => None,
+        },
     })
 }
 

@@ -44,6 +44,8 @@ pub struct RecordSummary {
     pub stacks_cut: BTreeMap<String, u64>,
     /// Counting mode: timed Go calls that had not returned at the end.
     pub go_unclosed: u64,
+    /// Counting mode: windows of counts written (records are then only the losses).
+    pub windows: Option<u64>,
 }
 
 /// The status line of a recording: once a second, on a terminal only.
@@ -104,9 +106,14 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
         1 => s.output.display().to_string(),
         n => format!("{n} files, the last {}", s.output.display()),
     };
+    let what = match s.windows {
+        Some(1) => "counted 1 window".to_string(),
+        Some(n) => format!("counted {n} windows"),
+        None => format!("recorded {total} events"),
+    };
     writeln!(
         out,
-        "recorded {total} events of {} processes and {} threads in {:.1}s ({}) to {to}, stopped by {}",
+        "{what} of {} processes and {} threads in {:.1}s ({}) to {to}, stopped by {}",
         s.processes,
         s.threads,
         s.seconds,
