@@ -204,8 +204,9 @@ pub enum Command {
         #[arg(long)]
         path: Option<PathBuf>,
         /// Glob over names; `LIB:GLOB` for a library of the process; `usdt:[LIB:]PROVIDER:NAME`
-        /// (globs) for USDT probes. Without --pid or --path, LIB names the file to list: a
-        /// path, or a library of the system's (`libc:mallo*`).
+        /// (globs) for USDT probes, or `usdt:PATH[:NAME]` of any provider. Without --pid or
+        /// --path, LIB names the file to list: a path, or a library of the system's
+        /// (`libc:mallo*`).
         pattern: Option<String>,
     },
 }

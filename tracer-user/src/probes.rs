@@ -107,7 +107,26 @@ pub fn resolve_all(
     Ok(out)
 }
 
-const USDT_SPEC: &str = "a USDT spec is usdt:PROVIDER:NAME or usdt:PATH_OR_LIB:PROVIDER:NAME";
+const USDT_SPEC: &str =
+    "a USDT spec is usdt:[PATH_OR_LIB:]PROVIDER:NAME, or usdt:PATH[:NAME] for any provider";
+
+/// The library, provider and name of a USDT spec (what follows `usdt:`), as bpftrace
+/// takes them: `[PATH_OR_LIB:]PROVIDER:NAME`, `NAME` alone, and a path (it has a `/`)
+/// followed by a name or by nothing, of any provider (`usdt:/usr/bin/python3.11:*`).
+fn usdt_parts(spec: &str) -> Result<(Option<&str>, &str, &str)> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    if parts.contains(&"") {
+        bail!("{USDT_SPEC}, none of them empty");
+    }
+    Ok(match parts.as_slice() {
+        [path] if path.contains('/') => (Some(*path), "*", "*"),
+        [name] => (None, "*", *name),
+        [path, name] if path.contains('/') => (Some(*path), "*", *name),
+        [provider, name] => (None, *provider, *name),
+        [lib, provider, name] => (Some(*lib), *provider, *name),
+        _ => bail!("{USDT_SPEC}"),
+    })
+}
 
 /// The attach points of one spec in one target.
 fn resolve_one(
@@ -116,15 +135,7 @@ fn resolve_one(
     allow_multiple: bool,
 ) -> Result<Vec<Point>, anyhow::Error> {
     if let Some(usdt) = spec.strip_prefix("usdt:") {
-        let parts: Vec<&str> = usdt.split(':').collect();
-        if parts.contains(&"") {
-            bail!("{USDT_SPEC}, none of them empty");
-        }
-        let (lib, provider, name) = match parts.as_slice() {
-            [provider, name] => (None, *provider, *name),
-            [lib, provider, name] => (Some(*lib), *provider, *name),
-            _ => bail!("{USDT_SPEC}"),
-        };
+        let (lib, provider, name) = usdt_parts(usdt)?;
         let probes = symbolizer::resolve_usdt(target, lib, provider, name)?;
         if let Some(u) = probes.iter().find(|u| u.unsupported.is_some()) {
             bail!(
@@ -412,7 +423,11 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if let Some(rest) = pattern.and_then(|p| p.strip_prefix("usdt:")) {
-        let found = symbolizer::list_usdt(&target, Some(rest)).map_err(|e| anyhow!("{e}"))?;
+        let rest = match usdt_parts(rest.trim())? {
+            (Some(lib), provider, name) => format!("{lib}:{provider}:{name}"),
+            (None, provider, name) => format!("{provider}:{name}"),
+        };
+        let found = symbolizer::list_usdt(&target, Some(&rest)).map_err(|e| anyhow!("{e}"))?;
         for u in &found {
             let semaphore = if u.semaphore != 0 { " semaphore" } else { "" };
             writeln!(
@@ -468,10 +483,10 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
 fn named_file(pattern: &str) -> Result<(PathBuf, String)> {
     let pattern = pattern.trim();
     let (lib, rest) = match pattern.strip_prefix("usdt:") {
-        Some(usdt) => match usdt.rsplitn(3, ':').collect::<Vec<_>>().as_slice() {
-            [name, provider, lib] => (Some(*lib), format!("usdt:{provider}:{name}")),
-            _ => (None, String::new()),
-        },
+        Some(usdt) => {
+            let (lib, provider, name) = usdt_parts(usdt)?;
+            (lib, format!("usdt:{provider}:{name}"))
+        }
         None => {
             let (lib, glob) = symbolizer::split_spec(pattern);
             (lib, glob.to_string())
@@ -497,6 +512,28 @@ fn named_file(pattern: &str) -> Result<(PathBuf, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usdt_specs_as_bpftrace_takes_them() {
+        let p = |s| usdt_parts(s).unwrap();
+        assert_eq!(
+            p("python:function__entry"),
+            (None, "python", "function__entry")
+        );
+        assert_eq!(p("libc:libc:setjmp"), (Some("libc"), "libc", "setjmp"));
+        assert_eq!(
+            p("/usr/bin/python3.11:*"),
+            (Some("/usr/bin/python3.11"), "*", "*")
+        );
+        assert_eq!(
+            p("/usr/bin/python3.11"),
+            (Some("/usr/bin/python3.11"), "*", "*")
+        );
+        assert_eq!(p("./py:gc__start"), (Some("./py"), "*", "gc__start"));
+        assert_eq!(p("gc__*"), (None, "*", "gc__*"));
+        assert!(usdt_parts("a::b").is_err());
+        assert!(usdt_parts("a:b:c:d").is_err());
+    }
 
     #[test]
     fn many_warnings_of_a_kind_are_one_line() {
