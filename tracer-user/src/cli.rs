@@ -206,7 +206,8 @@ pub enum Command {
         /// Glob over names; `LIB:GLOB` for a library of the process; `usdt:[LIB:]PROVIDER:NAME`
         /// (globs) for USDT probes, or `usdt:PATH[:NAME]` of any provider. Without --pid or
         /// --path, LIB names the file to list: a path, or a library of the system's
-        /// (`libc:mallo*`).
+        /// (`libc:mallo*`). A leading `uprobe:`, as the list writes them, is taken too.
+        #[arg(value_parser = parse_probe_spec)]
         pattern: Option<String>,
     },
 }
@@ -234,8 +235,9 @@ pub struct Target {
     /// read,write,accept4.
     #[arg(long, value_name = "LIST", value_parser = parse_syscalls)]
     pub syscalls: Option<SyscallList>,
-    /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable).
-    #[arg(short, long = "uprobe", value_name = "SPEC")]
+    /// Function to probe: FUNC, PATH_OR_LIB:FUNC, globs allowed (repeatable); a leading
+    /// `uprobe:`, as `tracer probes` and bpftrace write them, is taken too.
+    #[arg(short, long = "uprobe", value_name = "SPEC", value_parser = parse_probe_spec)]
     pub uprobes: Vec<String>,
     /// Probe every function a non-glob spec matches instead of refusing ambiguity.
     #[arg(long)]
@@ -419,9 +421,29 @@ fn parse_partition(s: &str) -> Result<trace_parquet::Partition> {
     trace_parquet::Partition::parse(s).map_err(anyhow::Error::msg)
 }
 
+/// A probe spec as the user wrote it, without the `uprobe:` that `tracer probes` and
+/// bpftrace write before a function's (`uprobe:/usr/sbin/nginx:ngx_http_*`).
+fn parse_probe_spec(s: &str) -> Result<String, String> {
+    Ok(s.strip_prefix("uprobe:").unwrap_or(s).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_specs_as_listed() {
+        let p = |s| parse_probe_spec(s).unwrap();
+        assert_eq!(
+            p("uprobe:/usr/sbin/nginx:ngx_http_*"),
+            "/usr/sbin/nginx:ngx_http_*"
+        );
+        assert_eq!(p("libc:malloc"), "libc:malloc");
+        assert_eq!(
+            p("usdt:python:function__entry"),
+            "usdt:python:function__entry"
+        );
+    }
 
     #[test]
     fn durations() {
