@@ -321,6 +321,27 @@ fn launching_a_command_traces_it_from_the_start() {
     assert_eq!(t.trailer.unwrap().reason, "process exited");
 }
 
+/// A launched command that fails gives the tracer its exit status, as `strace` and
+/// `time` do (a recorded CI job must still fail), and its recording is complete.
+#[test]
+fn a_failing_command_gives_the_tracer_its_exit_status() {
+    let _serial = serial();
+    let dir = tmp();
+    for (script, code) in [("exit 7", 7), ("kill -9 $$", 128 + 9), ("exit 0", 0)] {
+        let out = dir.path().join("t.trace");
+        let _ = std::fs::remove_file(&out);
+        let status = tracer()
+            .args(["record", "--quiet", "-o"])
+            .arg(&out)
+            .args(["--", "sh", "-c", script])
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(code), "{script}");
+        let t = read_trace(&out);
+        assert_eq!(t.trailer.unwrap().reason, "process exited", "{script}");
+    }
+}
+
 fn run_err(args: &[&str]) -> String {
     let out = tracer().args(args).output().unwrap();
     assert!(!out.status.success(), "tracer {args:?} should fail");

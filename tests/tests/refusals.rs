@@ -133,7 +133,7 @@ fn missing_and_malformed_usdt_probes_are_refused() {
     ] {
         let err = record(spec);
         assert!(
-            err.contains("a USDT spec is usdt:PROVIDER:NAME"),
+            err.contains("a USDT spec is usdt:[PATH_OR_LIB:]PROVIDER:NAME"),
             "{spec}: {err}"
         );
     }

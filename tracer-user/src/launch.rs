@@ -10,7 +10,8 @@ use anyhow::{bail, Result};
 pub struct Launched {
     pub pid: u32,
     go: libc::c_int,
-    reaped: std::cell::Cell<bool>,
+    /// Its wait status, once reaped.
+    status: std::cell::Cell<Option<libc::c_int>>,
 }
 
 impl Launched {
@@ -50,7 +51,7 @@ impl Launched {
         Ok(Launched {
             pid: pid as u32,
             go: fds[1],
-            reaped: std::cell::Cell::new(false),
+            status: std::cell::Cell::new(None),
         })
     }
 
@@ -65,7 +66,7 @@ impl Launched {
 
     /// True once the command has exited (and reaps it).
     pub fn exited(&self) -> bool {
-        if self.reaped.get() {
+        if self.status.get().is_some() {
             return true;
         }
         let mut status = 0;
@@ -73,8 +74,21 @@ impl Launched {
         let done = unsafe {
             libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) == self.pid as i32
         };
-        self.reaped.set(done);
+        if done {
+            self.status.set(Some(status));
+        }
         done
+    }
+
+    /// The command's exit status as a shell gives it (128 + N when killed by signal N),
+    /// once it has exited.
+    pub fn exit_code(&self) -> Option<u8> {
+        let status = self.status.get()?;
+        Some(if libc::WIFSIGNALED(status) {
+            128u8.saturating_add(libc::WTERMSIG(status) as u8)
+        } else {
+            libc::WEXITSTATUS(status) as u8
+        })
     }
 }
 

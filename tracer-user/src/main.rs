@@ -41,6 +41,9 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<GateFailed>() => ExitCode::from(GATE_FAILED),
+        Err(e) if e.is::<CommandFailed>() => {
+            ExitCode::from(e.downcast_ref::<CommandFailed>().map_or(1, |c| c.0))
+        }
         Err(e) => {
             eprintln!("tracer: error: {}", one_line(&e));
             ExitCode::FAILURE
@@ -73,7 +76,7 @@ fn run(cli: Cli) -> Result<()> {
             if paraver.is_some() && opts.rotate.is_some() {
                 bail!("--paraver converts one file: with --rotate, convert the files you want afterwards");
             }
-            run_record(&opts)?;
+            let command = run_record(&opts)?;
             if let Some(stem) = paraver {
                 let convert = trace_convert::Options {
                     force: opts.force,
@@ -88,7 +91,7 @@ fn run(cli: Cli) -> Result<()> {
                     eprintln!("{report}");
                 }
             }
-            Ok(())
+            command
         }
         Command::Stat {
             target,
@@ -115,7 +118,7 @@ fn run(cli: Cli) -> Result<()> {
             if opts.rotate.is_some_and(|r| r.every < interval) {
                 bail!("--rotate must be at least the interval (a file ends with a window)");
             }
-            run_record(&opts)
+            run_record(&opts)?
         }
         Command::Dump { file, salvage } => dump::dump(&file, salvage).map_err(salvage_hint),
         Command::Convert {
@@ -180,14 +183,32 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Records or counts, then prints what was done.
-fn run_record(opts: &record::RecordOptions) -> Result<()> {
+/// Records or counts, then prints what was done. What is left to return: the launched
+/// command's failure, whose status the tracer exits with (as `strace` and `time` do, so
+/// that a recorded CI job still fails when its command does).
+fn run_record(opts: &record::RecordOptions) -> Result<Result<()>> {
     let summary = record::record(opts)?;
     if !opts.quiet {
         status::print_summary(&summary)?;
     }
-    Ok(())
+    Ok(match summary.command_status {
+        Some(code) if code != 0 => Err(CommandFailed(code).into()),
+        _ => Ok(()),
+    })
 }
+
+/// The launched command failed with this exit status: the recording is complete, the
+/// status is the command's.
+#[derive(Debug)]
+struct CommandFailed(u8);
+
+impl std::fmt::Display for CommandFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the command exited with status {}", self.0)
+    }
+}
+
+impl std::error::Error for CommandFailed {}
 
 /// `tracer convert`.
 fn convert(

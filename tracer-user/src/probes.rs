@@ -111,8 +111,8 @@ const USDT_SPEC: &str =
     "a USDT spec is usdt:[PATH_OR_LIB:]PROVIDER:NAME, or usdt:PATH[:NAME] for any provider";
 
 /// The library, provider and name of a USDT spec (what follows `usdt:`), as bpftrace
-/// takes them: `[PATH_OR_LIB:]PROVIDER:NAME`, `NAME` alone, and a path (it has a `/`)
-/// followed by a name or by nothing, of any provider (`usdt:/usr/bin/python3.11:*`).
+/// takes them: `[PATH_OR_LIB:]PROVIDER:NAME`, and a path (it has a `/`) followed by a
+/// name or by nothing, of any provider (`usdt:/usr/bin/python3.11:*`).
 fn usdt_parts(spec: &str) -> Result<(Option<&str>, &str, &str)> {
     let parts: Vec<&str> = spec.split(':').collect();
     if parts.contains(&"") {
@@ -120,7 +120,6 @@ fn usdt_parts(spec: &str) -> Result<(Option<&str>, &str, &str)> {
     }
     Ok(match parts.as_slice() {
         [path] if path.contains('/') => (Some(*path), "*", "*"),
-        [name] => (None, "*", *name),
         [path, name] if path.contains('/') => (Some(*path), "*", *name),
         [provider, name] => (None, *provider, *name),
         [lib, provider, name] => (Some(*lib), *provider, *name),
@@ -423,9 +422,13 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if let Some(rest) = pattern.and_then(|p| p.strip_prefix("usdt:")) {
-        let rest = match usdt_parts(rest.trim())? {
-            (Some(lib), provider, name) => format!("{lib}:{provider}:{name}"),
-            (None, provider, name) => format!("{provider}:{name}"),
+        let rest = rest.trim();
+        let rest = match usdt_parts(rest) {
+            Ok((Some(lib), provider, name)) => format!("{lib}:{provider}:{name}"),
+            Ok((None, provider, name)) => format!("{provider}:{name}"),
+            // A name alone lists that name of every provider.
+            Err(_) if !rest.contains(':') => rest.to_string(),
+            Err(e) => return Err(e),
         };
         let found = symbolizer::list_usdt(&target, Some(&rest)).map_err(|e| anyhow!("{e}"))?;
         for u in &found {
@@ -530,7 +533,7 @@ mod tests {
             (Some("/usr/bin/python3.11"), "*", "*")
         );
         assert_eq!(p("./py:gc__start"), (Some("./py"), "*", "gc__start"));
-        assert_eq!(p("gc__*"), (None, "*", "gc__*"));
+        assert!(usdt_parts("gc__start").is_err());
         assert!(usdt_parts("a::b").is_err());
         assert!(usdt_parts("a:b:c:d").is_err());
     }

@@ -236,6 +236,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             Mode::Stat(c) => Some(c.windows),
             Mode::Trace { .. } => None,
         },
+        command_status: s.launched.as_ref().and_then(|l| l.exit_code()),
     })
 }
 

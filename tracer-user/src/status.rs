@@ -46,6 +46,8 @@ pub struct RecordSummary {
     pub go_unclosed: u64,
     /// Counting mode: windows of counts written (records are then only the losses).
     pub windows: Option<u64>,
+    /// The launched command's exit status, when it ended the recording by exiting.
+    pub command_status: Option<u8>,
 }
 
 /// The status line of a recording: once a second, on a terminal only.
@@ -121,6 +123,12 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
         s.reason
     )
     .context("writing the summary")?;
+    if let Some(code) = s.command_status.filter(|&c| c != 0) {
+        writeln!(
+            out,
+            "  the command exited with status {code}, which the tracer exits with"
+        )?;
+    }
     if s.late_probes > 0 {
         writeln!(
             out,
