@@ -670,6 +670,52 @@ fn go_functions_are_counted_exactly_and_timed_by_goroutine() {
     );
 }
 
+/// Go calls a panic leaves without a return: `main.work` panics on a third of its calls
+/// (recovered by its caller), and `main.rec` recurses into a panic recovered two levels
+/// up, so two of each round's five calls never return. Counting mode matches a return to
+/// its call by where the frame is on the goroutine's stack, so the calls left behind are
+/// dropped: with every call timed, the timed calls are exactly those that returned, by
+/// the fixture's own counts, and none is "chosen but not timed" (before, the calls left
+/// open filled the slots of nested calls and most later calls went untimed).
+#[test]
+fn go_calls_left_by_a_recovered_panic_do_not_hold_up_the_others() {
+    let _serial = serial();
+    let bin = build_go_fixture("gopanic");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("panic.stat");
+    let out = tracer_ok(&[
+        "stat".as_ref(),
+        "--quiet".as_ref(),
+        "--exact-latency".as_ref(),
+        "-u".as_ref(),
+        "main.work".as_ref(),
+        "-u".as_ref(),
+        "main.rec".as_ref(),
+        "-o".as_ref(),
+        path.as_os_str(),
+        "--".as_ref(),
+        bin.as_os_str(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let count = |key: &str| -> u64 {
+        let word = stdout
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in {stdout}"));
+        word.parse().unwrap()
+    };
+    let ids = probe_ids(&path);
+    let f = read(&path);
+    for name in ["work", "rec"] {
+        let id = ids[&format!("main.{name}")];
+        let (called, returned) = (count(name), count(&format!("{name}_returned")));
+        assert!(returned < called, "{name}: the fixture's panics");
+        assert_eq!(calls(&f, id), called, "main.{name} calls");
+        assert_eq!(timed(&f, id), returned, "main.{name} timed calls");
+        assert_eq!(untimed(&f, id), 0, "main.{name} calls chosen but not timed");
+    }
+}
+
 /// A recursive Go function whose goroutine's stack grows (`main.depth(n)`: n + 1 calls):
 /// counted exactly at every level. With every call timed, each return closes its own
 /// call and the outermost one the whole: the calls timed are the

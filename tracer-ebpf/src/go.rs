@@ -19,6 +19,14 @@ fn goroutine(ctx: &ProbeContext) -> u64 {
     unsafe { (*ctx.regs).r14 }
 }
 
+/// The stack pointer: at the entry probe and at a return instruction alike, it points
+/// at the call's return address.
+#[inline(always)]
+fn stack_pointer(ctx: &ProbeContext) -> u64 {
+    // SAFETY: the probe's saved registers, a valid context.
+    unsafe { (*ctx.regs).rsp }
+}
+
 /// Entry of a Go function without a stack check.
 #[uprobe]
 pub fn go_entry(ctx: ProbeContext) -> u32 {
@@ -48,7 +56,9 @@ fn go_entered(ctx: &ProbeContext) {
         return;
     }
     if counting() {
-        stat::go_entry(tgid, func, goroutine(ctx), now(), &config());
+        let g = goroutine(ctx);
+        let height = || stat::go_height(g, stack_pointer(ctx));
+        stat::go_entry(tgid, func, g, height, now(), &config());
         return;
     }
     emit(GoEntry {
@@ -70,7 +80,9 @@ pub fn go_exit(ctx: ProbeContext) -> u32 {
         // process is the filter too (an untraced process never opens a timed call).
         // SAFETY: as in `goroutine`.
         let ret = unsafe { (*ctx.regs).rax };
-        stat::go_return(tgid, func, goroutine(&ctx), ret, now());
+        let g = goroutine(&ctx);
+        let height = || stat::go_height(g, stack_pointer(&ctx));
+        stat::go_return(tgid, func, g, height, ret, now());
         return 0;
     }
     if !probed(tgid, tid) {

@@ -18,7 +18,7 @@
 use aya_ebpf::{
     bindings::BPF_ANY,
     btf_maps::{HashMap, LruHashMap, PerCpuArray},
-    helpers::generated::bpf_get_smp_processor_id,
+    helpers::{bpf_probe_read_user, generated::bpf_get_smp_processor_id},
     macros::btf_map,
 };
 use tracer_abi::*;
@@ -492,15 +492,18 @@ pub struct GoKey {
     func: u32,
 }
 
-/// The calls of one function in progress on one goroutine, from the first timed one:
-/// their depth, and the timed ones among them, innermost last: each one's depth and
-/// start.
+/// The timed calls of one function in progress on one goroutine, innermost last: where
+/// each one's frame is (its height: the goroutine's stack top minus the stack pointer at
+/// its entry, which Go's moving of stacks keeps) and when it started. Matching a return
+/// to its call by height, not by counting entries and returns, keeps the times right when
+/// a panic leaves calls without a return: a call whose frame is at or below the one
+/// entering or returning is over.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct GoCall {
-    depth: u32,
     timed: u32,
-    level: [u32; GO_LEVELS],
+    _pad: u32,
+    height: [u64; GO_LEVELS],
     start: [u64; GO_LEVELS],
 }
 
@@ -509,33 +512,62 @@ struct GoCall {
 #[btf_map]
 static GO_CALLS: LruHashMap<GoKey, GoCall, { MAX_GO_CALLS as usize }> = LruHashMap::new();
 
-/// Entry of Go function `func` by goroutine `g` of process `tgid` at `now`: counted, and
-/// timed as a session's entry would choose. An untimed call with no timed one of the same
-/// function under way on its goroutine leaves nothing, so that its returns cost one
-/// failed lookup; a call inside a timed one (recursion) deepens its entry, and if timed
-/// takes one of its `GO_LEVELS` slots.
+/// Where a frame is on goroutine `g`'s stack: the stack's top (`g.stack.hi`, the second
+/// word of `runtime.g` in every Go version) minus the stack pointer `sp` at the call's
+/// entry or return instruction (which point at the return address alike).
 #[inline(always)]
-pub fn go_entry(tgid: u32, func: u32, g: u64, now: u64, c: &Config) {
+pub fn go_height(g: u64, sp: u64) -> u64 {
+    // SAFETY: a read of the traced process's memory, checked by the helper.
+    let hi = unsafe { bpf_probe_read_user((g + 8) as *const u64) }.unwrap_or(0);
+    hi.wrapping_sub(sp)
+}
+
+/// Entry of Go function `func` by goroutine `g` of process `tgid` at `now`, its frame at
+/// `height()`: counted, and timed as a session's entry would choose. An untimed call with
+/// no timed one of the same function under way on its goroutine leaves nothing, so that
+/// its returns cost one failed lookup; a timed call inside a timed one (recursion) takes
+/// one of its `GO_LEVELS` slots.
+#[inline(always)]
+pub fn go_entry(tgid: u32, func: u32, g: u64, height: impl Fn() -> u64, now: u64, c: &Config) {
     let Some(n) = count(func) else {
         return;
     };
     let key = GoKey { g, tgid, func };
     if let Some(e) = GO_CALLS.get_ptr_mut(&key) {
+        let h = height();
         // SAFETY: our own map's value, written only by goroutine `g`, which runs on one
         // thread at a time.
-        unsafe {
-            let (d, k) = ((*e).depth, (*e).timed);
+        let k = unsafe {
+            // Deeper timed calls are over (a greater height is deeper: the stack grows
+            // down from its top), and so is one whose frame this call now takes.
+            let mut k = (*e).timed;
+            for _ in 0..GO_LEVELS {
+                if k == 0 {
+                    break;
+                }
+                let i = core::hint::black_box((k - 1) as usize) & (GO_LEVELS - 1);
+                if (*e).height[i] >= h {
+                    k -= 1;
+                } else {
+                    break;
+                }
+            }
             if chosen(func, n, now, c) {
                 if (k as usize) < GO_LEVELS {
                     let i = core::hint::black_box(k as usize) & (GO_LEVELS - 1);
-                    (*e).level[i] = d;
+                    (*e).height[i] = h;
                     (*e).start[i] = now;
-                    (*e).timed = k + 1;
+                    k += 1;
                 } else {
                     untimed(func);
                 }
             }
-            (*e).depth = d.saturating_add(1);
+            (*e).timed = k;
+            k
+        };
+        if k == 0 {
+            let _ = GO_CALLS.remove(&key);
+            bump(counter::GO_CLOSED);
         }
         return;
     }
@@ -543,11 +575,12 @@ pub fn go_entry(tgid: u32, func: u32, g: u64, now: u64, c: &Config) {
         return;
     }
     let mut call = GoCall {
-        depth: 1,
         timed: 1,
-        level: [0; GO_LEVELS],
+        _pad: 0,
+        height: [0; GO_LEVELS],
         start: [0; GO_LEVELS],
     };
+    call.height[0] = height();
     call.start[0] = now;
     if GO_CALLS.insert(&key, &call, BPF_ANY as u64).is_err() {
         untimed(func);
@@ -568,32 +601,43 @@ fn untimed(func: u32) {
 }
 
 /// A return instruction of Go function `func` on goroutine `g` of process `tgid`,
-/// returning `ret` at `now`: closes the innermost of the calls in progress there, if any
-/// is timed, and times it if it was timed.
+/// returning `ret` at `now` from the frame at `height()`: closes the timed call whose
+/// frame that is, if any, and drops deeper ones (left by a panic).
 #[inline(always)]
-pub fn go_return(tgid: u32, func: u32, g: u64, ret: u64, now: u64) {
+pub fn go_return(tgid: u32, func: u32, g: u64, height: impl Fn() -> u64, ret: u64, now: u64) {
     let key = GoKey { g, tgid, func };
     let Some(e) = GO_CALLS.get_ptr_mut(&key) else {
         return;
     };
+    let h = height();
     // SAFETY: as in `go_entry`.
-    let (d, start) = unsafe {
-        let d = (*e).depth.saturating_sub(1);
-        (*e).depth = d;
-        let k = (*e).timed;
+    let (k, start) = unsafe {
+        let mut k = (*e).timed;
+        for _ in 0..GO_LEVELS {
+            if k == 0 {
+                break;
+            }
+            let i = core::hint::black_box((k - 1) as usize) & (GO_LEVELS - 1);
+            if (*e).height[i] > h {
+                k -= 1;
+            } else {
+                break;
+            }
+        }
         let i = core::hint::black_box(k.wrapping_sub(1) as usize) & (GO_LEVELS - 1);
-        let start = if k > 0 && (*e).level[i] == d {
-            (*e).timed = k - 1;
+        let start = if k > 0 && (*e).height[i] == h {
+            k -= 1;
             (*e).start[i]
         } else {
             0
         };
-        (d, start)
+        (*e).timed = k;
+        (k, start)
     };
     if start != 0 {
         timed(func, now.saturating_sub(start), ret);
     }
-    if d == 0 {
+    if k == 0 {
         let _ = GO_CALLS.remove(&key);
         bump(counter::GO_CLOSED);
     }
