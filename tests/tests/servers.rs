@@ -225,6 +225,53 @@ fn a_stripped_go_server_is_traced_by_goroutine() {
     );
 }
 
+/// Go calls a panic leaves without a return, recorded (the gopanic fixture: `main.work`
+/// panics on a third of its calls, `main.rec` recurses into a panic recovered two
+/// levels up): each ends, unwound, where its goroutine's stack shows it gone (the next
+/// call or return at or above its frame), not at the end of the trace, and the calls
+/// that returned are matched to their own entries by their frames, recursion included.
+#[test]
+fn go_calls_left_by_a_panic_end_where_the_stack_shows_them_gone() {
+    let _serial = serial();
+    let bin = build_go_fixture("gopanic");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("panic.trace");
+    let o = tracer_ok(&[
+        "record".as_ref(),
+        "--quiet".as_ref(),
+        "-u".as_ref(),
+        "main.work".as_ref(),
+        "-u".as_ref(),
+        "main.rec".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--".as_ref(),
+        bin.as_os_str(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let count = |key: &str| -> u64 {
+        let word = (stdout.split_whitespace())
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in {stdout}"));
+        word.parse().unwrap()
+    };
+    let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+    for name in ["work", "rec"] {
+        let f = s.function(&format!("main.{name}")).unwrap();
+        let (called, returned) = (count(name), count(&format!("{name}_returned")));
+        assert!(returned < called, "{name}: the fixture's panics");
+        assert_eq!(f.calls, called, "main.{name} calls");
+        assert_eq!(f.calls - f.unfinished, returned, "main.{name} returned");
+        // A call sleeps 0.1-2 ms and the run takes about a second: one left open to the
+        // end of the trace would last most of it.
+        assert!(
+            f.max_ns < 50_000_000,
+            "main.{name}: a call of {} ns",
+            f.max_ns
+        );
+    }
+}
+
 /// The goroutine of a Go record (0 for others).
 fn goroutine(r: &trace_file::Record) -> u64 {
     match r.event {

@@ -91,11 +91,13 @@ fn event(rng: &mut Rng, kind: u64) -> Event {
         12 => Event::GoEntry {
             func: 1 + rng.below(4) as u32,
             g: 0xc000_0000 + rng.below(64) * 0x1a0,
+            height: 0x100 + rng.below(8) as u32 * 0x40,
         },
         _ => Event::GoExit {
             func: 1 + rng.below(4) as u32,
             ret: rng.below(100),
             g: 0xc000_0000 + rng.below(64) * 0x1a0,
+            height: 0x100 + rng.below(8) as u32 * 0x40,
         },
     }
 }

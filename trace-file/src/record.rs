@@ -14,6 +14,13 @@ use tracer_abi as abi;
 
 use crate::{Error, Result};
 
+/// The file's codes of go_entry and go_exit since format version 4, which carry the
+/// frame's height; the ring kinds' codes (13 and 14) are version 3's, read with the
+/// height unknown. Every other record's file code is its ring kind.
+const GO_ENTRY_AT: u8 = 17;
+/// See [`GO_ENTRY_AT`].
+const GO_EXIT_AT: u8 = 18;
+
 /// A thread name as the kernel stores it: up to 16 bytes, NUL-padded.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Comm(pub [u8; 16]);
@@ -128,6 +135,10 @@ pub enum Event {
         func: u32,
         /// The goroutine (its `g` pointer).
         g: u64,
+        /// Where the call's frame is on the goroutine's stack (its distance below the
+        /// stack's top, which Go's moving of stacks keeps); 0 when unknown (files of
+        /// version 3 and before).
+        height: u32,
     },
     /// Return of a Go function by a goroutine.
     GoExit {
@@ -137,6 +148,8 @@ pub enum Event {
         ret: u64,
         /// The goroutine (its `g` pointer).
         g: u64,
+        /// Where the returning frame is (as [`Event::GoEntry`]'s `height`).
+        height: u32,
     },
     /// An on-CPU sample of the record's thread: its stack, an id of the file's stack
     /// table ([`crate::StackTable`]), and the CPU time it stands for.
@@ -291,6 +304,7 @@ impl Event {
                 Event::GoEntry {
                     func: r.func,
                     g: r.g,
+                    height: r.height,
                 }
             }
             abi::kind::GO_EXIT => {
@@ -299,6 +313,7 @@ impl Event {
                     func: r.func,
                     ret: r.ret,
                     g: r.g,
+                    height: r.height,
                 }
             }
             abi::kind::SAMPLE | abi::kind::BLOCK_STACK => {
@@ -365,7 +380,11 @@ impl EventChunkEncoder {
             self.prev_ts = ts;
         }
         let b = &mut self.body;
-        b.push(event.code());
+        b.push(match event {
+            Event::GoEntry { .. } => GO_ENTRY_AT,
+            Event::GoExit { .. } => GO_EXIT_AT,
+            e => e.code(),
+        });
         put_i64(b, ts.wrapping_sub(self.prev_ts) as i64);
         put_u64(b, tid as u64);
         match *event {
@@ -417,14 +436,21 @@ impl EventChunkEncoder {
                     put_i64(b, a as i64);
                 }
             }
-            Event::GoEntry { func, g } => {
+            Event::GoEntry { func, g, height } => {
                 put_u64(b, func as u64);
                 put_u64(b, g);
+                put_u64(b, height as u64);
             }
-            Event::GoExit { func, ret, g } => {
+            Event::GoExit {
+                func,
+                ret,
+                g,
+                height,
+            } => {
                 put_u64(b, func as u64);
                 put_i64(b, ret as i64);
                 put_u64(b, g);
+                put_u64(b, height as u64);
             }
             Event::Sample { stack, period } => {
                 put_u64(b, stack as u64);
@@ -639,11 +665,24 @@ impl<'a> EventChunkDecoder<'a> {
             13 => Event::GoEntry {
                 func: self.u32()?,
                 g: self.u64()?,
+                height: 0,
             },
             14 => Event::GoExit {
                 func: self.u32()?,
                 ret: self.i64()? as u64,
                 g: self.u64()?,
+                height: 0,
+            },
+            GO_ENTRY_AT => Event::GoEntry {
+                func: self.u32()?,
+                g: self.u64()?,
+                height: self.u32()?,
+            },
+            GO_EXIT_AT => Event::GoExit {
+                func: self.u32()?,
+                ret: self.i64()? as u64,
+                g: self.u64()?,
+                height: self.u32()?,
             },
             15 => Event::Sample {
                 stack: self.u32()?,

@@ -297,8 +297,13 @@ pub fn go_scenario() -> TraceBuilder {
         args: "-4@%edi 8@%rsi".into(),
     };
     let (ga, gb) = (0xa, 0xb);
-    let entry = |func, g| Event::GoEntry { func, g };
-    let ret = |func, ret, g| Event::GoExit { func, ret, g };
+    let entry = |func, g| Event::GoEntry { func, g, height: 0 };
+    let ret = |func, ret, g| Event::GoExit {
+        func,
+        ret,
+        g,
+        height: 0,
+    };
     let usdt = |a: u64, b: u64| Event::Usdt {
         probe: 3,
         nargs: 2,

@@ -226,8 +226,10 @@ pub struct GoEntry {
     pub h: Header,
     /// The probe-table id of the function.
     pub func: u32,
-    /// Zero: the padding, explicit.
-    pub _pad: u32,
+    /// Where the call's frame is on the goroutine's stack: the stack's top minus the
+    /// stack pointer (which points at the return address at the entry and at the return
+    /// instruction alike), a distance Go's moving of stacks keeps; 0 when unknown.
+    pub height: u32,
     /// The goroutine.
     pub g: u64,
 }
@@ -242,8 +244,8 @@ pub struct GoExit {
     pub h: Header,
     /// The probe-table id of the function.
     pub func: u32,
-    /// Zero: the padding, explicit.
-    pub _pad: u32,
+    /// Where the call's frame is on the goroutine's stack (see [`GoEntry::height`]).
+    pub height: u32,
     /// RAX: the first result.
     pub ret: u64,
     /// The goroutine.

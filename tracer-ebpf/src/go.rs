@@ -27,6 +27,13 @@ fn stack_pointer(ctx: &ProbeContext) -> u64 {
     unsafe { (*ctx.regs).rsp }
 }
 
+/// A frame's height as records carry it: 0 (unknown) past a goroutine stack's largest
+/// size (1 GB), which no real one reaches.
+#[inline(always)]
+fn recorded_height(g: u64, sp: u64) -> u32 {
+    u32::try_from(stat::go_height(g, sp)).unwrap_or(0)
+}
+
 /// Entry of a Go function without a stack check.
 #[uprobe]
 pub fn go_entry(ctx: ProbeContext) -> u32 {
@@ -61,11 +68,12 @@ fn go_entered(ctx: &ProbeContext) {
         stat::go_entry(tgid, func, g, height, now(), &config());
         return;
     }
+    let g = goroutine(ctx);
     emit(GoEntry {
         h: header(tid, kind::GO_ENTRY),
         func,
-        _pad: 0,
-        g: goroutine(ctx),
+        height: recorded_height(g, stack_pointer(ctx)),
+        g,
     });
 }
 
@@ -88,13 +96,14 @@ pub fn go_exit(ctx: ProbeContext) -> u32 {
     if !probed(tgid, tid) {
         return 0;
     }
+    let g = goroutine(&ctx);
     emit(GoExit {
         h: header(tid, kind::GO_EXIT),
         func,
-        _pad: 0,
+        height: recorded_height(g, stack_pointer(&ctx)),
         // SAFETY: as in `goroutine`.
         ret: unsafe { (*ctx.regs).rax },
-        g: goroutine(&ctx),
+        g,
     });
     0
 }

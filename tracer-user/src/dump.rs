@@ -283,10 +283,18 @@ pub fn describe(e: &Event) -> String {
             }
             s
         }
-        Event::GoEntry { func, g } => format!("go_entry func={func} g={g:#x}"),
-        Event::GoExit { func, ret, g } => {
-            format!("go_exit func={func} ret={} g={g:#x}", ret as i64)
+        Event::GoEntry { func, g, height } => {
+            format!("go_entry func={func} g={g:#x} height={height}")
         }
+        Event::GoExit {
+            func,
+            ret,
+            g,
+            height,
+        } => format!(
+            "go_exit func={func} ret={} g={g:#x} height={height}",
+            ret as i64
+        ),
         Event::Sample { stack, period } => format!("sample stack={stack} period_ns={period}"),
         Event::BlockStack { stack } => format!("block_stack stack={stack}"),
     }

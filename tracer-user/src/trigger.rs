@@ -80,7 +80,9 @@ impl Watch {
     pub fn see(&mut self, ts: u64, tid: u32, event: &Event) {
         match *event {
             Event::FuncEntry { func } if func == self.func => self.entry(Caller::Thread(tid), ts),
-            Event::GoEntry { func, g } if func == self.func => self.entry(Caller::Goroutine(g), ts),
+            Event::GoEntry { func, g, .. } if func == self.func => {
+                self.entry(Caller::Goroutine(g), ts)
+            }
             Event::FuncExit { func, .. } if func == self.func => {
                 self.exit(Caller::Thread(tid), tid, ts)
             }

@@ -37,8 +37,8 @@ pub struct Args {
     /// as many inputs and suffices where the code under test has no unsafe code.
     #[arg(long, default_value = "address")]
     sanitizer: String,
-    /// Regenerate the generated seed files first (the examples `fuzz_seeds` of trace-file
-    /// and `seeds` of fuzz-bodies); alone, do only that.
+    /// Regenerate the generated seed files first (trace-file's example `fuzz_seeds`);
+    /// alone, do only that.
     #[arg(long)]
     seed: bool,
 }
@@ -59,14 +59,20 @@ pub fn run(args: &Args) -> Result<()> {
     let ws = setup::workspace();
     let fuzz_dir = ws.join("fuzz");
     if args.seed {
-        for (package, example) in [("trace-file", "fuzz_seeds"), ("fuzz-bodies", "seeds")] {
-            setup::status(
-                Command::new("cargo")
-                    .current_dir(&ws)
-                    .args(["run", "-q", "-p", package, "--example", example, "--"])
-                    .arg(fuzz_dir.join("corpus")),
-            )?;
-        }
+        setup::status(
+            Command::new("cargo")
+                .current_dir(&ws)
+                .args([
+                    "run",
+                    "-q",
+                    "-p",
+                    "trace-file",
+                    "--example",
+                    "fuzz_seeds",
+                    "--",
+                ])
+                .arg(fuzz_dir.join("corpus")),
+        )?;
         if args.time.is_none() && args.runs.is_none() && args.target.is_none() {
             return Ok(());
         }

@@ -166,7 +166,7 @@ fn header_layout_is_as_documented() {
     w.chunk(ChunkKind::Events, b"abc").unwrap();
     let b = w.into_inner();
     assert_eq!(&b[..8], b"TRACEBPF");
-    assert_eq!(word(&b, 8), 3);
+    assert_eq!(word(&b, 8), 4);
     let h = &b[12..32];
     assert_eq!(h[..4], SYNC);
     assert_eq!(word(h, 4), 5);
@@ -613,12 +613,12 @@ fn not_a_trace() {
         Err(Error::BadMagic)
     ));
     assert!(matches!(Reader::new(&b""[..]), Err(Error::BadMagic)));
-    for v in [0u32, 4, u32::MAX] {
+    for v in [0u32, FORMAT_VERSION + 1, u32::MAX] {
         let mut b = MAGIC.to_vec();
         b.extend_from_slice(&v.to_le_bytes());
         let e = Reader::new(&b[..]).err().unwrap();
         assert!(matches!(e, Error::Version(x) if x == v));
         assert!(is_one_line_error(&e));
     }
-    assert!(Writer::with_version(Vec::new(), 4).is_err());
+    assert!(Writer::with_version(Vec::new(), FORMAT_VERSION + 1).is_err());
 }

@@ -50,11 +50,13 @@ fn all_kinds() -> Vec<Event> {
         Event::GoEntry {
             func: 9,
             g: 0xc000_0012_3400,
+            height: 0x7f8,
         },
         Event::GoExit {
             func: 9,
             ret: 7,
             g: 0xc000_0012_3400,
+            height: 0x7f8,
         },
     ]
 }
@@ -144,13 +146,13 @@ fn ring_records_decode_to_events_of_the_same_kind() {
         bytes(&GoEntry {
             h: h(kind::GO_ENTRY),
             func: 1,
-            _pad: 0,
+            height: 64,
             g: 9,
         }),
         bytes(&GoExit {
             h: h(kind::GO_EXIT),
             func: 1,
-            _pad: 0,
+            height: 64,
             ret: 0,
             g: 9,
         }),

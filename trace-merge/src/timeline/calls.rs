@@ -60,15 +60,20 @@ impl Timeline {
         }
     }
 
-    /// A Go call: on its goroutine's stack, with the thread that entered it.
-    pub(super) fn go_entry(&mut self, m: &Merged, func: u32, g: u64) {
+    /// A Go call: on its goroutine's stack, with the thread that entered it. Calls whose
+    /// frames are at or below its own are over: a panic left them without a return.
+    pub(super) fn go_entry(&mut self, m: &Merged, func: u32, g: u64, height: u32) {
         let t = m.time;
         let r = self.acting(m);
+        if height != 0 {
+            self.unwind_goroutine(m, g, |c| c.height >= height);
+        }
         let stack = self.goroutines.entry((m.ident, g)).or_default();
         stack.push(GoCall {
             func,
             begin: t,
             thread: r,
+            height,
         });
         self.out.push(Item::FuncEntry {
             thread: r,
@@ -79,17 +84,26 @@ impl Timeline {
         });
     }
 
-    /// A Go return closes its goroutine's innermost open call of the function, shown on
-    /// the thread that entered it.
-    pub(super) fn go_exit(&mut self, m: &Merged, func: u32, ret: u64, g: u64) {
+    /// A Go return closes its call, shown on the thread that entered it: the open call of
+    /// the function whose frame it returns from (the innermost one of the function when
+    /// the file has no frame heights); calls above it were left by a panic and end as
+    /// unwound.
+    pub(super) fn go_exit(&mut self, m: &Merged, func: u32, ret: u64, g: u64, height: u32) {
         let t = m.time;
         self.acting(m);
         let Some(stack) = self.goroutines.get_mut(&(m.ident, g)) else {
             self.stats.orphan_func_exits += 1;
             return;
         };
-        let Some(i) = stack.iter().rposition(|c| c.func == func) else {
+        let found = match height {
+            0 => stack.iter().rposition(|c| c.func == func),
+            h => stack.iter().rposition(|c| c.func == func && c.height == h),
+        };
+        let Some(i) = found else {
             self.stats.orphan_func_exits += 1;
+            if height != 0 {
+                self.unwind_goroutine(m, g, |c| c.height > height);
+            }
             return;
         };
         while let Some(c) = stack.pop() {
@@ -113,6 +127,30 @@ impl Timeline {
             if returned {
                 break;
             }
+        }
+        if stack.is_empty() {
+            self.goroutines.remove(&(m.ident, g));
+        }
+    }
+
+    /// Ends as unwound, now, the innermost open calls of goroutine `g` that `over` says
+    /// are over (their frames known to be gone).
+    fn unwind_goroutine(&mut self, m: &Merged, g: u64, over: impl Fn(&GoCall) -> bool) {
+        let Some(stack) = self.goroutines.get_mut(&(m.ident, g)) else {
+            return;
+        };
+        while let Some(c) = stack.pop_if(|c| c.height != 0 && over(c)) {
+            self.out.push(Item::Func(Span {
+                thread: c.thread,
+                func: c.func,
+                begin: c.begin,
+                end: m.time,
+                depth: stack.len() as u32,
+                ret: None,
+                end_kind: SpanEnd::Unwound,
+                cpu: Some(m.cpu),
+                goroutine: Some(g),
+            }));
         }
         if stack.is_empty() {
             self.goroutines.remove(&(m.ident, g));

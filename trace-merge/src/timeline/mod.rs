@@ -83,6 +83,8 @@ struct GoCall {
     begin: u64,
     /// The thread that entered it.
     thread: ThreadRef,
+    /// Where its frame is on the goroutine's stack (0: unknown, files before version 4).
+    height: u32,
 }
 
 #[derive(Clone, Copy)]
@@ -318,8 +320,13 @@ impl Timeline {
             }
             Event::Exec { comm } => self.exec(m, comm),
             Event::Usdt { probe, nargs, args } => self.usdt(m, probe, nargs, args),
-            Event::GoEntry { func, g } => self.go_entry(m, func, g),
-            Event::GoExit { func, ret, g } => self.go_exit(m, func, ret, g),
+            Event::GoEntry { func, g, height } => self.go_entry(m, func, g, height),
+            Event::GoExit {
+                func,
+                ret,
+                g,
+                height,
+            } => self.go_exit(m, func, ret, g, height),
             Event::Sample { stack, period } => self.sample(m, stack, period, true),
             Event::BlockStack { stack } => self.sample(m, stack, 0, false),
         }
