@@ -38,6 +38,16 @@ pub fn tracer_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output 
     out
 }
 
+/// The number a program's stdout gives as `KEY=N` (the fixtures' own counts), the first
+/// such word; panics if there is none.
+pub fn counted(out: &std::process::Output, key: &str) -> u64 {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let prefix = format!("{key}=");
+    (stdout.split_whitespace())
+        .find_map(|w| w.strip_prefix(&prefix)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {key}=N in the output: {stdout}"))
+}
+
 /// True when running as root (needed to load eBPF programs).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -248,17 +248,10 @@ fn go_calls_left_by_a_panic_end_where_the_stack_shows_them_gone() {
         "--".as_ref(),
         bin.as_os_str(),
     ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let count = |key: &str| -> u64 {
-        let word = (stdout.split_whitespace())
-            .find_map(|w| w.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key}= in {stdout}"));
-        word.parse().unwrap()
-    };
     let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
     for name in ["work", "rec"] {
         let f = s.function(&format!("main.{name}")).unwrap();
-        let (called, returned) = (count(name), count(&format!("{name}_returned")));
+        let (called, returned) = (counted(&o, name), counted(&o, &format!("{name}_returned")));
         assert!(returned < called, "{name}: the fixture's panics");
         assert_eq!(f.calls, called, "main.{name} calls");
         assert_eq!(f.calls - f.unfinished, returned, "main.{name} returned");

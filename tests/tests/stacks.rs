@@ -118,6 +118,12 @@ fn record(binary: &Path, dir: &Path) -> Seen {
     }
 }
 
+/// `tracer record --stacks` of `command` (launched) into `trace`.
+fn record_stacks(trace: &Path, command: &[&std::ffi::OsStr]) -> std::process::Output {
+    let args = ["record", "--stacks", "-q", "-o"].map(std::ffi::OsStr::new);
+    tracer_ok(&[&args[..], &[trace.as_os_str(), "--".as_ref()], command].concat())
+}
+
 /// Asserts that `part` is at least 90% of `all`, `what` they are; says the share.
 fn most(part: u64, all: u64, what: &str, folded: &str) {
     let share = part as f64 / all as f64;
@@ -291,16 +297,7 @@ fn go_stacks_are_whole_through_a_function_without_a_frame() {
     let binary = build_go_fixture("gostacks");
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("go.trace");
-    let out = tracer_ok(&[
-        "record".as_ref(),
-        "--stacks".as_ref(),
-        "-q".as_ref(),
-        "-o".as_ref(),
-        trace.as_os_str(),
-        "--".as_ref(),
-        binary.as_os_str(),
-        "3".as_ref(),
-    ]);
+    let out = record_stacks(&trace, &[binary.as_os_str(), "3".as_ref()]);
     assert!(numbers(&out, "LEAF")[0] > 0);
     let (folded, text) = convert_folded(&trace, &dir.path().join("go.folded"));
     let in_leaf = total(&folded, |s| s.contains(";main.leaf;"));
@@ -531,17 +528,10 @@ fn stacks_through_a_library_loaded_while_recording() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("dlopen.trace");
     let folded = dir.path().join("dlopen.folded");
-    let out = tracer_ok(&[
-        "record".as_ref(),
-        "--stacks".as_ref(),
-        "-q".as_ref(),
-        "-o".as_ref(),
-        trace.as_os_str(),
-        "--".as_ref(),
-        binary.as_os_str(),
-        plugin.as_os_str(),
-        "2".as_ref(),
-    ]);
+    let out = record_stacks(
+        &trace,
+        &[binary.as_os_str(), plugin.as_os_str(), "2".as_ref()],
+    );
     let blocks = numbers(&out, "BLOCKS")[0];
     assert!(blocks >= 50, "{blocks} reads returned a byte");
     let (seen, text) = convert_folded(&trace, &folded);

@@ -696,19 +696,12 @@ fn go_calls_left_by_a_recovered_panic_do_not_hold_up_the_others() {
         "--".as_ref(),
         bin.as_os_str(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let count = |key: &str| -> u64 {
-        let word = stdout
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key}= in {stdout}"));
-        word.parse().unwrap()
-    };
     let ids = probe_ids(&path);
     let f = read(&path);
     for name in ["work", "rec"] {
         let id = ids[&format!("main.{name}")];
-        let (called, returned) = (count(name), count(&format!("{name}_returned")));
+        let returned = counted(&out, &format!("{name}_returned"));
+        let called = counted(&out, name);
         assert!(returned < called, "{name}: the fixture's panics");
         assert_eq!(calls(&f, id), called, "main.{name} calls");
         assert_eq!(timed(&f, id), returned, "main.{name} timed calls");
