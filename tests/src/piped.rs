@@ -9,10 +9,36 @@ use std::time::{Duration, Instant};
 
 use crate::*;
 
+/// A child process killed and reaped when dropped, if still running: a test that fails
+/// leaves nothing behind to run on beside the next ones.
+pub struct Reaped(pub Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// A fixture process whose stdin the test writes and whose stdout lines it waits for.
 /// Killed (and reaped) on drop if still running.
 pub struct Piped {
-    child: Child,
+    child: Reaped,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
 }
@@ -37,7 +63,7 @@ impl Piped {
         });
         Piped {
             stdin: child.stdin.take(),
-            child,
+            child: Reaped(child),
             lines,
         }
     }
@@ -86,15 +112,6 @@ impl Piped {
     pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
         self.close_stdin();
         wait_child(&mut self.child, timeout).unwrap()
-    }
-}
-
-impl Drop for Piped {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 

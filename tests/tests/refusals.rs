@@ -97,7 +97,7 @@ fn a_go_binary_with_an_unreadable_function_table_is_refused() {
 fn missing_and_malformed_usdt_probes_are_refused() {
     let _serial = serial();
     let bin = build_usdt_fixture();
-    let mut fx = Command::new(&bin).args(["5", "0"]).spawn().unwrap();
+    let mut fx = Reaped(Command::new(&bin).args(["5", "0"]).spawn().unwrap());
     let pid = fx.id().to_string();
     let exe = std::fs::canonicalize(&bin).unwrap();
     assert!(wait_until(Duration::from_secs(20), || {

@@ -282,11 +282,13 @@ fn a_go_function_whose_stack_grows_is_entered_once_per_call() {
     use std::io::{BufRead, Read, Write};
     let _serial = serial();
     let bin = build_go_fixture("goserver");
-    let mut server = std::process::Command::new(&bin)
-        .args(["-addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = Reaped(
+        std::process::Command::new(&bin)
+            .args(["-addr", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut addr = String::new();
     std::io::BufReader::new(server.stdout.take().unwrap())
         .read_line(&mut addr)

@@ -721,11 +721,13 @@ fn a_recursive_go_function_is_counted_at_every_level() {
     use std::io::{BufRead, Read, Write};
     let _serial = serial();
     let bin = build_go_fixture("goserver");
-    let mut server = Command::new(&bin)
-        .args(["-addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = Reaped(
+        Command::new(&bin)
+            .args(["-addr", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut addr = String::new();
     std::io::BufReader::new(server.stdout.take().unwrap())
         .read_line(&mut addr)

@@ -90,7 +90,7 @@ fn a_semaphore_is_raised_while_attached_and_cleared_at_stop() {
     let _serial = serial();
     let bin = build_usdt_fixture();
     // A round every millisecond, until killed.
-    let mut fx = Command::new(&bin).args(["5", "0"]).spawn().unwrap();
+    let mut fx = Reaped(Command::new(&bin).args(["5", "0"]).spawn().unwrap());
     let pid = fx.id();
     let exe = std::fs::canonicalize(&bin).unwrap();
     assert!(wait_until(Duration::from_secs(20), || {
