@@ -306,11 +306,10 @@ fn go_stacks_are_whole_through_a_function_without_a_frame() {
             && s.contains(";main.outer;main.middle;main.leaf;")
             && !s.contains("[cut")
     });
-    // About 3 s of spinning at 99 Hz; half of it at least, on a loaded machine.
-    assert!(
-        in_leaf >= 1_500_000_000,
-        "{in_leaf} ns in main.leaf:\n{text}"
-    );
+    // Up to 3 s of spinning at 99 Hz: 1.1-1.3 s were seen beside a compile job and a
+    // fuzzer on 2 CPUs, so the floor is 30 samples, enough for the check below to mean
+    // something.
+    assert!(in_leaf >= 300_000_000, "{in_leaf} ns in main.leaf:\n{text}");
     assert_eq!(
         whole, in_leaf,
         "stacks through main.leaf not whole:\n{text}"
