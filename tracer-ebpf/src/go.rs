@@ -5,7 +5,10 @@
 //! calls at their return (`stat::go_entry`, `stat::go_return`).
 
 use aya_ebpf::{
-    helpers::generated::bpf_get_attach_cookie, macros::uprobe, programs::ProbeContext, EbpfContext,
+    helpers::{bpf_probe_read_user, generated::bpf_get_attach_cookie},
+    macros::uprobe,
+    programs::ProbeContext,
+    EbpfContext,
 };
 use tracer_abi::*;
 
@@ -27,11 +30,21 @@ fn stack_pointer(ctx: &ProbeContext) -> u64 {
     unsafe { (*ctx.regs).rsp }
 }
 
+/// Where a frame is on goroutine `g`'s stack: the stack's top (`g.stack.hi`, the second
+/// word of `runtime.g` in every Go version) minus the stack pointer `sp` at the call's
+/// entry or return instruction (which point at the return address alike).
+#[inline(always)]
+fn frame_height(g: u64, sp: u64) -> u64 {
+    // SAFETY: a read of the traced process's memory, checked by the helper.
+    let hi = unsafe { bpf_probe_read_user((g + 8) as *const u64) }.unwrap_or(0);
+    hi.wrapping_sub(sp)
+}
+
 /// A frame's height as records carry it: 0 (unknown) past a goroutine stack's largest
 /// size (1 GB), which no real one reaches.
 #[inline(always)]
 fn recorded_height(g: u64, sp: u64) -> u32 {
-    u32::try_from(stat::go_height(g, sp)).unwrap_or(0)
+    u32::try_from(frame_height(g, sp)).unwrap_or(0)
 }
 
 /// Entry of a Go function without a stack check.
@@ -64,7 +77,7 @@ fn go_entered(ctx: &ProbeContext) {
     }
     if counting() {
         let g = goroutine(ctx);
-        let height = || stat::go_height(g, stack_pointer(ctx));
+        let height = || frame_height(g, stack_pointer(ctx));
         stat::go_entry(tgid, func, g, height, now(), &config());
         return;
     }
@@ -89,7 +102,7 @@ pub fn go_exit(ctx: ProbeContext) -> u32 {
         // SAFETY: as in `goroutine`.
         let ret = unsafe { (*ctx.regs).rax };
         let g = goroutine(&ctx);
-        let height = || stat::go_height(g, stack_pointer(&ctx));
+        let height = || frame_height(g, stack_pointer(&ctx));
         stat::go_return(tgid, func, g, height, ret, now());
         return 0;
     }

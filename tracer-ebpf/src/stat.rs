@@ -18,7 +18,7 @@
 use aya_ebpf::{
     bindings::BPF_ANY,
     btf_maps::{HashMap, LruHashMap, PerCpuArray},
-    helpers::{bpf_probe_read_user, generated::bpf_get_smp_processor_id},
+    helpers::generated::bpf_get_smp_processor_id,
     macros::btf_map,
 };
 use tracer_abi::*;
@@ -512,14 +512,24 @@ struct GoCall {
 #[btf_map]
 static GO_CALLS: LruHashMap<GoKey, GoCall, { MAX_GO_CALLS as usize }> = LruHashMap::new();
 
-/// Where a frame is on goroutine `g`'s stack: the stack's top (`g.stack.hi`, the second
-/// word of `runtime.g` in every Go version) minus the stack pointer `sp` at the call's
-/// entry or return instruction (which point at the return address alike).
+/// How many of the timed calls of `e` are still under way: the innermost ones whose
+/// frame `over` says is gone are dropped.
+///
+/// SAFETY: `e` is our own map's value, written only by its goroutine.
 #[inline(always)]
-pub fn go_height(g: u64, sp: u64) -> u64 {
-    // SAFETY: a read of the traced process's memory, checked by the helper.
-    let hi = unsafe { bpf_probe_read_user((g + 8) as *const u64) }.unwrap_or(0);
-    hi.wrapping_sub(sp)
+unsafe fn go_live(e: *const GoCall, over: impl Fn(u64) -> bool) -> u32 {
+    let mut k = (*e).timed;
+    for _ in 0..GO_LEVELS {
+        if k == 0 {
+            break;
+        }
+        let i = core::hint::black_box((k - 1) as usize) & (GO_LEVELS - 1);
+        if !over((*e).height[i]) {
+            break;
+        }
+        k -= 1;
+    }
+    k
 }
 
 /// Entry of Go function `func` by goroutine `g` of process `tgid` at `now`, its frame at
@@ -540,18 +550,7 @@ pub fn go_entry(tgid: u32, func: u32, g: u64, height: impl Fn() -> u64, now: u64
         let k = unsafe {
             // Deeper timed calls are over (a greater height is deeper: the stack grows
             // down from its top), and so is one whose frame this call now takes.
-            let mut k = (*e).timed;
-            for _ in 0..GO_LEVELS {
-                if k == 0 {
-                    break;
-                }
-                let i = core::hint::black_box((k - 1) as usize) & (GO_LEVELS - 1);
-                if (*e).height[i] >= h {
-                    k -= 1;
-                } else {
-                    break;
-                }
-            }
+            let mut k = go_live(e, |at| at >= h);
             if chosen(func, n, now, c) {
                 if (k as usize) < GO_LEVELS {
                     let i = core::hint::black_box(k as usize) & (GO_LEVELS - 1);
@@ -612,18 +611,7 @@ pub fn go_return(tgid: u32, func: u32, g: u64, height: impl Fn() -> u64, ret: u6
     let h = height();
     // SAFETY: as in `go_entry`.
     let (k, start) = unsafe {
-        let mut k = (*e).timed;
-        for _ in 0..GO_LEVELS {
-            if k == 0 {
-                break;
-            }
-            let i = core::hint::black_box((k - 1) as usize) & (GO_LEVELS - 1);
-            if (*e).height[i] > h {
-                k -= 1;
-            } else {
-                break;
-            }
-        }
+        let mut k = go_live(e, |at| at > h);
         let i = core::hint::black_box(k.wrapping_sub(1) as usize) & (GO_LEVELS - 1);
         let start = if k > 0 && (*e).height[i] == h {
             k -= 1;

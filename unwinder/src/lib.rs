@@ -170,8 +170,7 @@ impl Process {
                 Some(GoFrame::Frame {
                     sp_offset,
                     saves_bp,
-                }) => go_step(&mut state, sp_offset, saves_bp, &mut read_stack)
-                    .map_err(|()| framehop::Error::CouldNotReadStack(state.sp())),
+                }) => go_step(&mut state, sp_offset, saves_bp, &mut read_stack),
                 None => self
                     .unwinder
                     .unwind_frame(frame, &mut state, cache, &mut read_stack),
@@ -210,11 +209,15 @@ fn go_step(
     sp_offset: u32,
     saves_bp: bool,
     read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
-) -> Result<Option<u64>, ()> {
-    let at = regs.sp().checked_add(u64::from(sp_offset)).ok_or(())?;
-    let ret = read_stack(at)?;
+) -> Result<Option<u64>, framehop::Error> {
+    // The address that could not be read, as framehop says it: past the copy, the stack
+    // was cut by the copy's size.
+    let mut read =
+        |addr: u64| read_stack(addr).map_err(|()| framehop::Error::CouldNotReadStack(addr));
+    let at = regs.sp().saturating_add(u64::from(sp_offset));
+    let ret = read(at)?;
     if saves_bp {
-        regs.set_bp(read_stack(at - 8)?);
+        regs.set_bp(read(at - 8)?);
     }
     regs.set_sp(at + 8);
     regs.set_ip(ret);
