@@ -22,21 +22,19 @@ struct Seen {
     spinner_run_ns: u64,
 }
 
-fn record(binary: &Path, dir: &Path) -> Seen {
+/// Records the fixture with `--stacks`, and the options `extra`.
+fn record(binary: &Path, dir: &Path, extra: &[&str]) -> Seen {
     let trace = dir.join("stacks.trace");
     let folded = dir.join("stacks.folded");
-    let out = tracer_ok(&[
-        "record".as_ref(),
-        "--stacks".as_ref(),
-        "--frequency".as_ref(),
-        HZ.to_string().as_ref(),
-        "-q".as_ref(),
-        "-o".as_ref(),
-        trace.as_os_str(),
-        "--".as_ref(),
-        binary.as_os_str(),
-        "3".as_ref(),
-    ]);
+    let hz = HZ.to_string();
+    let mut args: Vec<&std::ffi::OsStr> = ["record", "--stacks", "--frequency", &hz, "-q"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .map(|a| a.as_ref())
+        .collect();
+    args.extend(["-o".as_ref(), trace.as_os_str(), "--".as_ref()]);
+    args.extend([binary.as_os_str(), "3".as_ref()]);
+    let out = tracer_ok(&args);
     let f = numbers(&out, "SPINNER");
     let (tid, run_ns) = (f[0] as u32, f[1]);
     let (folded, _) = convert_folded(&trace, &folded);
@@ -195,10 +193,10 @@ fn sampling_agrees(samples: f64, expected: f64) -> bool {
     (samples / expected - 1.0).abs() <= tolerance
 }
 
-fn check(build: &str, binary: &Path) {
+fn check(build: &str, binary: &Path, extra: &[&str]) {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let seen = record(binary, dir.path());
+    let seen = record(binary, dir.path(), extra);
     let dump = || {
         let mut s = String::new();
         for (stack, ns) in &seen.folded {
@@ -266,13 +264,28 @@ fn check(build: &str, binary: &Path) {
 
 #[test]
 fn stacks_with_frame_pointers() {
-    check("fp", &build_fixture_variant("stacks", "fp", &[]));
+    check("fp", &build_fixture_variant("stacks", "fp", &[]), &[]);
 }
 
 #[test]
 fn stacks_without_frame_pointers() {
     let flags = ["-fomit-frame-pointer"];
-    check("nofp", &build_fixture_variant("stacks", "nofp", &flags));
+    check(
+        "nofp",
+        &build_fixture_variant("stacks", "nofp", &flags),
+        &[],
+    );
+}
+
+/// b and e, on every stack of the spinner and the blocker, probed for their returns: while
+/// they run, their return addresses on the stack are the uretprobes' trampoline's, which
+/// the copy must have put back (without frame pointers, a frame unwound from the
+/// trampoline ends the stack there).
+#[test]
+fn stacks_through_functions_probed_for_their_returns() {
+    let flags = ["-fomit-frame-pointer"];
+    let binary = build_fixture_variant("stacks", "nofp", &flags);
+    check("probed", &binary, &["-u", "b", "-u", "e"]);
 }
 
 /// Functions and lines come from the debug file a `.gnu_debuglink` names: the binary
@@ -283,6 +296,7 @@ fn stacks_of_a_binary_whose_debug_info_is_apart() {
     check(
         "split",
         &build_fixture_split_debug("stacks", "split", &flags),
+        &[],
     );
 }
 

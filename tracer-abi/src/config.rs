@@ -53,6 +53,25 @@ pub struct Offsets {
     pub upid_size: u32,
     /// `struct upid`: `ns`, the namespace the id is in (`nr` is at 0).
     pub upid_ns: u32,
+    /// `struct task_struct`: `utask`, its uprobes state (null until it hits one); 0 when
+    /// the kernel's types do not say, and then the uretprobes' trampoline addresses stay
+    /// in the stacks copied.
+    pub task_utask: u32,
+    /// `struct uprobe_task`: `return_instances`, the pending uretprobes, newest first.
+    pub utask_return_instances: u32,
+    /// `struct return_instance`: `stack`, the address of the return address replaced.
+    pub ri_stack: u32,
+    /// `struct return_instance`: `orig_ret_vaddr`, the return address replaced.
+    pub ri_orig_ret: u32,
+    /// `struct return_instance`: `next`, the one pending before it.
+    pub ri_next: u32,
+    /// `struct task_struct`: `mm`.
+    pub task_mm: u32,
+    /// `struct mm_struct`: `uprobes_state.xol_area`, the page of the uretprobes'
+    /// trampoline (null until the process hits a uprobe).
+    pub mm_xol_area: u32,
+    /// `struct xol_area`: `vaddr`, the trampoline's address.
+    pub xol_vaddr: u32,
 }
 
 impl Offsets {
@@ -79,6 +98,14 @@ impl Offsets {
         pid_numbers: 80,
         upid_size: 16,
         upid_ns: 8,
+        task_utask: 0,
+        utask_return_instances: 0,
+        ri_stack: 0,
+        ri_orig_ret: 0,
+        ri_next: 0,
+        task_mm: 0,
+        mm_xol_area: 0,
+        xol_vaddr: 0,
     };
 }
 
@@ -182,6 +209,6 @@ pub struct NsSelf {
 crate::records::exact_layout! {
     NsIds { u32, u32 }
     NsSelf { u64, u32, u32 }
-    Offsets { [u32; 20] }
+    Offsets { [u32; 28] }
     Config { u32, u32, u32, u32, u32, u32, u32, u32, u32, u32 }
 }

@@ -70,6 +70,25 @@ pub fn offsets(tracefs: &Path) -> Result<Offsets> {
             .or_else(|_| btf.offset("pid", "numbers", 16))?,
         upid_size: btf.size_of("upid")?,
         upid_ns: btf.offset("upid", "ns", 8)?,
+        ..uretprobe_offsets(&btf).unwrap_or(Offsets::DEFAULT)
+    })
+}
+
+/// Where the programs find a thread's pending uretprobes, to put back in its stack
+/// copies the return addresses they replaced; the defaults (0: not known) when the
+/// kernel's types do not have them, which costs stacks through probed functions a frame,
+/// not the recording.
+fn uretprobe_offsets(btf: &Btf) -> Result<Offsets> {
+    Ok(Offsets {
+        task_utask: btf.offset("task_struct", "utask", 8)?,
+        utask_return_instances: btf.offset("uprobe_task", "return_instances", 8)?,
+        ri_stack: btf.offset("return_instance", "stack", 8)?,
+        ri_orig_ret: btf.offset("return_instance", "orig_ret_vaddr", 8)?,
+        ri_next: btf.offset("return_instance", "next", 8)?,
+        task_mm: btf.offset("task_struct", "mm", 8)?,
+        mm_xol_area: btf.offset("mm_struct", "uprobes_state.xol_area", 8)?,
+        xol_vaddr: btf.offset("xol_area", "vaddr", 8)?,
+        ..Offsets::DEFAULT
     })
 }
 
