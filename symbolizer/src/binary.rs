@@ -11,6 +11,9 @@ use crate::intern::Interner;
 use crate::nearest::NearestSymbols;
 use crate::starts::FunctionStarts;
 use crate::target::Located;
+
+/// Functions larger than this are not decoded whole to place their entry probe.
+const MAX_SCANNED: u64 = 1 << 20;
 use crate::{probe, Error, Exit, Frame, FunctionMatch, Language};
 
 /// How much of a [`FunctionMatch`] to work out.
@@ -160,7 +163,19 @@ impl Binary {
             Some(g) => g.placement(&self.elf, s.addr, s.size, off, detail == Detail::Probe),
             None => (Language::Native, 0, Exit::Uretprobe),
         };
-        let mut p = probe::analyze(self.elf.bytes_at_offset(off + skipped, 16));
+        // A native function's whole code, so that its entry probe can be moved past a
+        // first instruction uprobes would single-step (not Go's, placed above).
+        let code = match language {
+            Language::Native if s.size > 0 && s.size <= MAX_SCANNED => {
+                let code = self.elf.bytes_at_offset(off, s.size as usize);
+                (code.len() as u64 == s.size).then_some(code)
+            }
+            _ => None,
+        };
+        let mut p = match code {
+            Some(code) => probe::analyze(code, true),
+            None => probe::analyze(self.elf.bytes_at_offset(off + skipped, 16), false),
+        };
         p.skipped += skipped;
         let source = if matches!(detail, Detail::Probe | Detail::List { source: true }) {
             self.dwarf()

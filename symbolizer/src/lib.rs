@@ -87,7 +87,9 @@ pub struct FunctionMatch {
     pub size: u64,
     /// File offset to attach the uprobe at, including `skipped`.
     pub file_offset: u64,
-    /// Bytes skipped from the function start (4 after an endbr64, else 0).
+    /// Bytes skipped from the function start: an endbr64, and instructions that run
+    /// natively before a probe on the first one uprobes emulate (see `probe.rs`); for Go,
+    /// up to the stack check's branch.
     pub skipped: u64,
     /// Declaration "file:line" from DWARF when available.
     pub source: Option<String>,

@@ -1,9 +1,12 @@
 //! `tracer probes PATTERN` with neither --pid nor --path: the pattern names the file to
 //! list itself, a path or a library of the system's, as `bpftrace -l 'uprobe:BIN:GLOB'`
-//! takes it. Checked against nm, ldconfig and readelf.
+//! takes it. Checked against nm, ldconfig and readelf. And where an entry probe goes.
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
+
+use trace_file::Event;
 
 use tracer_tests::*;
 
@@ -164,4 +167,71 @@ fn a_library_glob_finds_the_library_a_process_maps() {
             .any(|l| l.starts_with("uprobe:") && l.contains("libc.so.6:malloc ")),
         "{text}"
     );
+}
+
+/// Entry probes moved past first instructions uprobes would single-step
+/// (tests/fixtures/entries.c, built as distributions build): `flagged` is probed at its
+/// branch, `framed`, whose stack pointer moves before any branch, where it starts, with
+/// the warning; every call of both is recorded once with its return, and the fixture's
+/// own results are unchanged by the probes.
+#[test]
+fn entry_probes_moved_past_a_single_stepped_instruction_see_every_call_once() {
+    const CALLS: u64 = 100_000;
+    let _serial = serial();
+    let bin = build_fixture_variant("entries", "nofp", &["-fomit-frame-pointer"]);
+    let out = tracer_ok(&[
+        "probes".as_ref(),
+        "--path".as_ref(),
+        bin.as_os_str(),
+        "f*".as_ref(),
+    ]);
+    let listing = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = listing.lines().collect();
+    let at = |f: &str| {
+        (lines.iter())
+            .position(|l| l.contains(&format!(":{f} ")))
+            .unwrap_or_else(|| panic!("{f} not listed:\n{listing}"))
+    };
+    let warned = |i: usize| {
+        lines
+            .get(i + 1)
+            .is_some_and(|l| l.contains("single-stepped"))
+    };
+    let flagged = at("flagged");
+    assert!(
+        lines[flagged].contains("(probed at +") && !warned(flagged),
+        "{listing}"
+    );
+    let framed = at("framed");
+    assert!(
+        !lines[framed].contains("(probed at +") && warned(framed),
+        "{listing}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.trace");
+    let mut fx = Piped::spawn(&bin, &[&CALLS.to_string()]);
+    let rec = start_tracer(
+        "record",
+        fx.pid(),
+        &trace,
+        &["--events", "calls", "-u", "flagged", "-u", "framed"],
+    );
+    fx.send(b"x");
+    let sums = fx.numbers("SUM", Duration::from_secs(60));
+    assert_eq!(sums[0], sums[1], "the probed functions' results changed");
+    assert!(fx.wait(Duration::from_secs(10)).success());
+    stop_tracer(rec);
+    let t = read_trace(&trace);
+    assert_eq!(t.lost, 0);
+    let ids = probe_ids(&trace);
+    for f in ["flagged", "framed"] {
+        let id = ids[f];
+        let entries = count(&t, |r| r.event == Event::FuncEntry { func: id });
+        let exits = count(
+            &t,
+            |r| matches!(r.event, Event::FuncExit { func, .. } if func == id),
+        );
+        assert_eq!((entries, exits), (CALLS, CALLS), "{f}");
+    }
 }

@@ -458,7 +458,7 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
         let placement = if m.skipped > 0 {
             match m.language {
                 Language::Go => format!(" (+{}: the stack check's branch)", m.skipped),
-                _ => format!(" (+{} past endbr64)", m.skipped),
+                _ => format!(" (probed at +{})", m.skipped),
             }
         } else {
             String::new()

@@ -481,19 +481,22 @@ pub fn file_offset(bin: &Path, vaddr: u64) -> u64 {
 }
 
 /// First instruction mnemonic at `vaddr` (objdump).
-pub fn first_insns(bin: &Path, vaddr: u64) -> Vec<String> {
+/// The first instructions at `vaddr` by objdump: (offset from `vaddr`, text without
+/// objdump's `# address <symbol>` comment).
+pub fn first_insns(bin: &Path, vaddr: u64) -> Vec<(u64, String)> {
     let out = run(Command::new("objdump").args([
         "-d",
         "--no-show-raw-insn",
         &format!("--start-address={vaddr:#x}"),
-        &format!("--stop-address={:#x}", vaddr + 12),
+        &format!("--stop-address={:#x}", vaddr + 48),
         &bin.to_string_lossy(),
     ]));
     out.lines()
         .filter_map(|l| {
             let (addr, rest) = l.split_once(":\t")?;
-            u64::from_str_radix(addr.trim(), 16).ok()?;
-            Some(rest.trim().to_string())
+            let addr = u64::from_str_radix(addr.trim(), 16).ok()?;
+            let text = rest.split(" # ").next().unwrap_or(rest).trim();
+            Some((addr - vaddr, text.to_string()))
         })
         .collect()
 }
