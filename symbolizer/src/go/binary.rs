@@ -73,7 +73,11 @@ impl GoBinary {
                 inline: InlineBase::default(),
             });
         };
-        let start = d.as_ptr() as usize - base;
+        // Where the table is in the file; an empty section's data is not in it.
+        let range = (d.as_ptr() as usize)
+            .checked_sub(base)
+            .filter(|s| s + d.len() <= elf.bytes.len())
+            .map_or(0..0, |s| s..s + d.len());
         let text = f.section_by_name(".text").map_or(0, |s| s.address());
         let table = GoTable::parse(d, text);
         let mut inline = InlineBase::default();
@@ -86,7 +90,7 @@ impl GoBinary {
         Some(GoBinary {
             version,
             table,
-            range: start..start + d.len(),
+            range,
             inline,
         })
     }
