@@ -21,6 +21,7 @@ pub fn symbolizer(data: &[u8]) {
     ok(symbolizer::list(&target, Some("*main*")));
     let all = Options {
         allow_multiple: true,
+        ..Default::default()
     };
     for f in listed.iter().take(4) {
         ok(symbolizer::resolve(&target, &f.symbol, &all));

@@ -61,6 +61,7 @@ fn main() {
     }
     let opts = Options {
         allow_multiple: true,
+        ..Default::default()
     };
     for (bin, case) in &cases {
         let target = Target::Path(bin.clone());

@@ -31,6 +31,7 @@ mod intern;
 mod nearest;
 mod probe;
 mod sections;
+mod stacks_switched;
 mod starts;
 mod symbolize;
 mod target;
@@ -61,11 +62,15 @@ pub enum Target {
 }
 
 /// Knobs for [`resolve`].
-#[derive(Default, Clone, Debug)]
+#[derive(Default, Clone, Copy, Debug)]
 pub struct Options {
     /// Accept a non-glob spec that matches several functions (e.g. a C++
     /// overload set or same-named static functions) instead of failing.
     pub allow_multiple: bool,
+    /// Probe the returns of a program that switches stacks itself, which is refused
+    /// otherwise ([`Exit::Refused`]): the user knows no switch happens while a probed
+    /// function runs.
+    pub unsafe_returns: bool,
 }
 
 /// One function a uprobe can be attached to.
@@ -483,9 +488,19 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
                 .collect(),
         });
     }
-    hits.into_iter()
+    let mut found: Vec<FunctionMatch> = (hits.into_iter())
         .map(|i| bin.function_match(i, &located, Detail::Probe))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    if !opts.unsafe_returns && found.iter().any(|m| m.exit == Exit::Uretprobe) {
+        if let Some(why) = scope.switches_stacks() {
+            for m in found.iter_mut().filter(|m| m.exit == Exit::Uretprobe) {
+                m.exit = Exit::Refused(format!(
+                    "{why}: a call may return on another stack than it entered on, and a return probe would then corrupt the process (--unsafe-returns if none switches while it runs)"
+                ));
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// Lists probe-able functions like `bpftrace -l`: `pattern` is a glob over the

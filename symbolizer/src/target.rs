@@ -189,6 +189,18 @@ impl Scope {
         })
     }
 
+    /// Whether the program switches stacks itself (see `stacks_switched`): which of its
+    /// files imports or defines which switching function, for a message.
+    pub fn switches_stacks(&self) -> Option<String> {
+        std::iter::once(&self.main)
+            .chain(self.libs())
+            .find_map(|l| {
+                let elf = ElfInfo::open(&l.open).ok()?;
+                let (function, how) = crate::stacks_switched::switch_of(&elf)?;
+                Some(format!("{} {how} {function}", l.display))
+            })
+    }
+
     /// Finds a library by path or short name (`libc`, `libssl.so.3`).
     pub fn find_lib(&self, name: &str) -> Result<Located, Error> {
         if name.contains('/') {

@@ -240,6 +240,7 @@ fn globs_and_ambiguous_names() {
     assert!(e.to_string().contains("ns::over(int)") && e.to_string().contains("ns::over(double)"));
     let opts = Options {
         allow_multiple: true,
+        ..Default::default()
     };
     let mut v = resolve(&cpp, "ns::over", &opts).unwrap();
     v.sort_by(|a, b| a.name.cmp(&b.name));
@@ -937,6 +938,7 @@ fn libc_with_build_id_debug_file() {
         &spec,
         &Options {
             allow_multiple: true,
+            ..Default::default()
         },
     )
     .unwrap();

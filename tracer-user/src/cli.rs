@@ -242,6 +242,12 @@ pub struct Target {
     /// Probe every function a non-glob spec matches instead of refusing ambiguity.
     #[arg(long)]
     pub all_matches: bool,
+    /// Probe the returns of functions of a program that switches stacks itself
+    /// (coroutines: Boost.Context, ucontext, fibers), which is refused otherwise: a call
+    /// that returns on another stack than it entered on makes the kernel's return probe
+    /// corrupt the process. Only when no switch happens while a probed function runs.
+    #[arg(long)]
+    pub unsafe_returns: bool,
     /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or exit.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -294,7 +300,10 @@ impl Target {
             pids: self.pids,
             command: self.command,
             uprobes: self.uprobes,
-            allow_multiple: self.all_matches,
+            matching: symbolizer::Options {
+                allow_multiple: self.all_matches,
+                unsafe_returns: self.unsafe_returns,
+            },
             duration: self.duration,
             output,
             force: self.force,

@@ -64,14 +64,14 @@ pub struct Target {
 pub fn resolve_all(
     specs: &[String],
     targets: &[Target],
-    allow_multiple: bool,
+    matching: Options,
 ) -> Result<Vec<Resolved>> {
     let mut out: Vec<Resolved> = Vec::new();
     for spec in specs {
         let mut first_error = None;
         let mut found = false;
         for t in targets {
-            let points = match resolve_one(&t.target, spec, allow_multiple) {
+            let points = match resolve_one(&t.target, spec, matching) {
                 Ok(p) => p,
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -131,7 +131,7 @@ fn usdt_parts(spec: &str) -> Result<(Option<&str>, &str, &str)> {
 fn resolve_one(
     target: &symbolizer::Target,
     spec: &str,
-    allow_multiple: bool,
+    matching: Options,
 ) -> Result<Vec<Point>, anyhow::Error> {
     if let Some(usdt) = spec.strip_prefix("usdt:") {
         let (lib, provider, name) = usdt_parts(usdt)?;
@@ -146,14 +146,17 @@ fn resolve_one(
         }
         return Ok(probes.into_iter().map(Point::Usdt).collect());
     }
-    let matches = symbolizer::resolve(target, spec, &Options { allow_multiple })?;
+    let matches = symbolizer::resolve(target, spec, &matching)?;
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for m in matches {
-        if m.language == Language::Go {
-            if let Exit::Refused(why) = &m.exit {
-                bail!("cannot probe the returns of Go function {}: {why}", m.name);
-            }
+        if let Exit::Refused(why) = &m.exit {
+            let what = if m.language == Language::Go {
+                "Go function "
+            } else {
+                ""
+            };
+            bail!("cannot probe the returns of {what}{}: {why}", m.name);
         }
         if let Some(w) = &m.warning {
             warnings.push((m.name.clone(), w.clone()));
@@ -234,7 +237,7 @@ pub fn extend_to(
     roots: &[u32],
     descendants: &[u32],
     specs: &[String],
-    allow_multiple: bool,
+    matching: Options,
 ) {
     let root_exes: Vec<(u32, ExeId)> = roots
         .iter()
@@ -267,7 +270,7 @@ pub fn extend_to(
             let Ok(more) = resolve_all(
                 std::slice::from_ref(spec),
                 std::slice::from_ref(&target),
-                allow_multiple,
+                matching,
             ) else {
                 continue;
             };
@@ -450,6 +453,7 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
         let pattern = pattern.filter(|p| !p.is_empty()).unwrap_or("*");
         let all = symbolizer::Options {
             allow_multiple: true,
+            ..Default::default()
         };
         symbolizer::resolve(&target, pattern, &all).map_err(|e| anyhow!("{e}"))?;
         bail!("no function matches `{pattern}`");

@@ -30,7 +30,8 @@ pub struct RecordOptions {
     /// A command to launch and trace from its first instruction.
     pub command: Vec<String>,
     pub uprobes: Vec<String>,
-    pub allow_multiple: bool,
+    /// How specs are matched (ambiguity, returns of programs that switch stacks).
+    pub matching: symbolizer::Options,
     pub duration: Option<Duration>,
     pub output: PathBuf,
     pub force: bool,

@@ -106,7 +106,7 @@ impl Session {
                 &opts.pids,
                 &descendants,
                 &opts.uprobes,
-                opts.allow_multiple,
+                opts.matching,
             );
             pids.extend(descendants);
         }
@@ -191,7 +191,7 @@ impl Targets {
             }
         }
         roots.extend(probes::by_executable(&members));
-        let resolved = probes::resolve_all(&opts.uprobes, &roots, opts.allow_multiple)?;
+        let resolved = probes::resolve_all(&opts.uprobes, &roots, opts.matching)?;
         if opts.stat.is_some_and(|s| s.sample_every != 0) {
             if let Some(note) = probes::unsampled_note(&resolved) {
                 eprintln!("tracer: warning: {note}");

@@ -1,0 +1,49 @@
+//! Whether a program switches stacks itself (coroutines, fibers, green threads), where a
+//! return probe is not safe.
+//!
+//! A uretprobe replaces a function's return address with the kernel's trampoline and
+//! keeps the real one on a per-thread list, matched at the return by the stack pointer.
+//! A function that returns on another stack than it was entered on (a coroutine switch
+//! under it, or a switch function itself) finds the list in another order: the kernel
+//! then returns to another call's address, or discards pending returns and kills the
+//! process when they come (SIGILL). Seen: PowerDNS Recursor, whose queries run on
+//! Boost.Context stacks, ended with "stack smashing detected" at its first queries.
+
+use crate::elf::ElfInfo;
+
+/// Functions that leave for another stack and come back on one: an object that imports
+/// or defines one is a program that switches stacks.
+const SWITCHES: &[&str] = &[
+    "jump_fcontext",      // Boost.Context (folly fibers, PowerDNS)
+    "ontop_fcontext",     // Boost.Context
+    "swapcontext",        // ucontext (QEMU, many C coroutine libraries)
+    "coctx_swap",         // libco
+    "acosw",              // libaco
+    "coroutine_transfer", // Ruby's fibers
+    "coro_transfer",      // libcoro (Tarantool)
+    "slp_switch",         // greenlet (gevent, eventlet)
+];
+
+/// Defined by libc for every program: only an import of one says a program uses it.
+/// (`setcontext` is not a sign: OpenSSL's libcrypto imports it for asynchronous jobs
+/// that only some engines start, so nearly every server would be refused.)
+const IN_LIBC: &[&str] = &["swapcontext"];
+
+/// The stack-switching function `elf` imports or defines, and which it does.
+pub(crate) fn switch_of(elf: &ElfInfo) -> Option<(&'static str, &'static str)> {
+    use object::{Object, ObjectSymbol};
+    let f = elf.object();
+    for s in f.dynamic_symbols().chain(f.symbols()) {
+        let Ok(name) = s.name() else { continue };
+        let Some(&known) = SWITCHES.iter().find(|&&n| n == name) else {
+            continue;
+        };
+        if s.is_undefined() {
+            return Some((known, "imports"));
+        }
+        if !IN_LIBC.contains(&known) {
+            return Some((known, "defines"));
+        }
+    }
+    None
+}
