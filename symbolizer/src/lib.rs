@@ -30,8 +30,8 @@ mod go;
 mod intern;
 mod nearest;
 mod probe;
+mod return_hazards;
 mod sections;
-mod stacks_switched;
 mod starts;
 mod symbolize;
 mod target;
@@ -501,6 +501,13 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
         }
     }
     Ok(found)
+}
+
+/// Whether the program of `target` can throw an exception through a call probed for its
+/// return, which ends it (see `return_hazards`): the file that imports the throwing
+/// function, and the function, for a warning.
+pub fn throws_exceptions(target: &Target) -> Option<String> {
+    Scope::new(target).ok()?.throws()
 }
 
 /// Lists probe-able functions like `bpftrace -l`: `pattern` is a glob over the

@@ -189,15 +189,27 @@ impl Scope {
         })
     }
 
-    /// Whether the program switches stacks itself (see `stacks_switched`): which of its
+    /// Whether the program switches stacks itself (see `return_hazards`): which of its
     /// files imports or defines which switching function, for a message.
     pub fn switches_stacks(&self) -> Option<String> {
         std::iter::once(&self.main)
             .chain(self.libs())
             .find_map(|l| {
                 let elf = ElfInfo::open(&l.open).ok()?;
-                let (function, how) = crate::stacks_switched::switch_of(&elf)?;
+                let (function, how) = crate::return_hazards::switch_of(&elf)?;
                 Some(format!("{} {how} {function}", l.display))
+            })
+    }
+
+    /// Whether the program throws exceptions (see `return_hazards`): which of its files
+    /// imports which throwing function, for a message.
+    pub fn throws(&self) -> Option<String> {
+        std::iter::once(&self.main)
+            .chain(self.libs())
+            .find_map(|l| {
+                let elf = ElfInfo::open(&l.open).ok()?;
+                let function = crate::return_hazards::thrower_of(&elf)?;
+                Some(format!("{} imports {function}", l.display))
             })
     }
 

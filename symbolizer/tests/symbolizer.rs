@@ -4,9 +4,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::*;
-use symbolizer::{list, resolve, Error, FunctionMatch, Options, Symbolizer, Target};
+use symbolizer::{list, resolve, Error, Exit, FunctionMatch, Options, Symbolizer, Target};
 
 fn path(p: &Path) -> Target {
     Target::Path(p.to_path_buf())
@@ -1090,4 +1091,58 @@ fn dwarf5_supplementary_file_matches_the_build_before_dwz() {
         .arg(&a_debug));
     assert!(abbrevs.contains("DW_FORM_strp_sup") && abbrevs.contains("DW_FORM_ref_sup4"));
     assert_dwz_matches(d);
+}
+
+/// What makes return probes unsafe, seen in a program's files: a C++ program that throws
+/// (a warning: an exception leaving a probed call ends it), and one that switches stacks
+/// with ucontext (its returns refused unless `unsafe_returns`); a plain C program has
+/// neither.
+#[test]
+fn programs_that_throw_or_switch_stacks_are_known() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |name: &str, compiler: &str, ext: &str, src: &str| {
+        let file = dir.path().join(format!("{name}.{ext}"));
+        std::fs::write(&file, src).unwrap();
+        let out = dir.path().join(name);
+        run(Command::new(compiler)
+            .args(["-O2", "-o"])
+            .arg(&out)
+            .arg(&file));
+        out
+    };
+    let throws = build(
+        "throws",
+        "g++",
+        "cc",
+        "#include <stdexcept>\nint main(int c, char **) { if (c > 5) throw std::runtime_error(\"x\"); return 0; }\n",
+    );
+    let switches = build(
+        "switches",
+        "gcc",
+        "c",
+        "#include <ucontext.h>\nucontext_t a, b;\nint main(void) { return swapcontext(&a, &b); }\n",
+    );
+    let plain = build("plain", "gcc", "c", "int main(void) { return 0; }\n");
+    let why = symbolizer::throws_exceptions(&Target::Path(throws)).unwrap();
+    assert!(why.ends_with("throws imports __cxa_throw"), "{why}");
+    assert_eq!(
+        symbolizer::throws_exceptions(&Target::Path(plain.clone())),
+        None
+    );
+
+    let exit = |bin: &Path, unsafe_returns: bool| {
+        let opts = Options {
+            unsafe_returns,
+            ..Default::default()
+        };
+        resolve(&Target::Path(bin.to_owned()), "main", &opts).unwrap()[0]
+            .exit
+            .clone()
+    };
+    match exit(&switches, false) {
+        Exit::Refused(why) => assert!(why.contains("switches imports swapcontext"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(exit(&switches, true), Exit::Uretprobe);
+    assert_eq!(exit(&plain, false), Exit::Uretprobe);
 }

@@ -45,6 +45,8 @@ mod lifetimes;
 #[cfg(target_arch = "bpf")]
 mod pidns;
 #[cfg(target_arch = "bpf")]
+mod returns;
+#[cfg(target_arch = "bpf")]
 mod sched;
 #[cfg(target_arch = "bpf")]
 mod stacks;

@@ -18,16 +18,13 @@ use aya_ebpf::{
         bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_get_stack, bpf_get_stackid,
         bpf_probe_read_user, bpf_ringbuf_query, bpf_task_pt_regs,
     },
-    helpers::{bpf_get_current_task, bpf_probe_read_kernel},
     macros::{btf_map, btf_tracepoint, perf_event},
     programs::{BtfTracePointContext, PerfEventContext},
     EbpfContext,
 };
 use tracer_abi::*;
 
-use crate::shared::{
-    bump, config, counting, current, header, is_traced_tid, offsets, seen_tgid, EVENTS,
-};
+use crate::shared::{bump, config, counting, current, header, is_traced_tid, seen_tgid, EVENTS};
 
 #[btf_map]
 static STACK_SCRATCH: PerCpuArray<StackRaw, 1> = PerCpuArray::new();
@@ -116,70 +113,36 @@ pub fn blocks(prev_state: u32) -> bool {
     prev_state & task_state::REPORT != 0 && prev_state & task_state::EXITED == 0
 }
 
-/// Nested uretprobes a copy is mended for: deeper ones keep the trampoline's address.
-const MAX_PENDING_RETURNS: usize = 32;
-
 /// Puts back into the copy of `raw` (`len` bytes from its `sp`) the return addresses
 /// that pending uretprobes replaced with their trampoline's, as the kernel does for
-/// perf's own user stacks: otherwise every stack through a function probed for its
-/// return (the functions a user asks for, the ones a sample most likely lands under)
-/// loses its caller there, and without frame pointers everything above. A slot is
-/// mended only while it still holds the trampoline's address; a sample taken in the
-/// trampoline itself is put where the function returned to.
+/// perf's own user stacks ([`crate::returns`]): otherwise every stack through a function
+/// probed for its return (the functions a user asks for, the ones a sample most likely
+/// lands under) loses its caller there, and without frame pointers everything above. A
+/// slot is mended only while it still holds the trampoline's address; a sample taken in
+/// the trampoline itself is put where the function returned to.
 #[inline(always)]
 unsafe fn unhijack(raw: *mut StackRaw, len: usize) {
-    let o = offsets();
-    if o.task_utask == 0 {
-        return;
-    }
-    let task = bpf_get_current_task();
-    let Some(utask) = kread(task + o.task_utask as u64).filter(|&u| u != 0) else {
-        return;
-    };
-    let Some(mm) = kread(task + o.task_mm as u64) else {
-        return;
-    };
-    let Some(area) = kread(mm + o.mm_xol_area as u64).filter(|&a| a != 0) else {
-        return;
-    };
-    let Some(trampoline) = kread(area + o.xol_vaddr as u64) else {
-        return;
-    };
-    let mut ri = kread(utask + o.utask_return_instances as u64).unwrap_or(0);
     let sp = (*raw).sp;
-    for i in 0..MAX_PENDING_RETURNS {
-        if ri == 0 {
-            break;
-        }
-        let (Some(slot), Some(ret)) = (
-            kread(ri + o.ri_stack as u64),
-            kread(ri + o.ri_orig_ret as u64),
-        ) else {
-            break;
-        };
-        if i == 0 && (*raw).ip.wrapping_sub(trampoline) < STACK_PAGE as u64 && slot < sp {
-            (*raw).ip = ret;
-        }
-        let at = slot.wrapping_sub(sp);
-        if at + 8 <= len as u64 {
-            let p = (*raw)
-                .user
-                .as_mut_ptr()
-                .add(at as usize & (USER_STACK_BYTES - 1))
-                .cast::<u64>();
-            if p.read_unaligned() == trampoline {
-                p.write_unaligned(ret);
+    crate::returns::each_pending(|i, slot, ret, trampoline| {
+        // SAFETY: this CPU's scratch (see `capture`); `at` is masked below the copy's
+        // size, past which it has a page of room.
+        unsafe {
+            if i == 0 && (*raw).ip.wrapping_sub(trampoline) < STACK_PAGE as u64 && slot < sp {
+                (*raw).ip = ret;
+            }
+            let at = slot.wrapping_sub(sp);
+            if at + 8 <= len as u64 {
+                let p = (*raw)
+                    .user
+                    .as_mut_ptr()
+                    .add(at as usize & (USER_STACK_BYTES - 1))
+                    .cast::<u64>();
+                if p.read_unaligned() == trampoline {
+                    p.write_unaligned(ret);
+                }
             }
         }
-        ri = kread(ri + o.ri_next as u64).unwrap_or(0);
-    }
-}
-
-/// A u64 of kernel memory at `addr`.
-#[inline(always)]
-fn kread(addr: u64) -> Option<u64> {
-    // SAFETY: the helper checks the address.
-    unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
+    });
 }
 
 /// Sends the current thread's stacks as a [`StackRaw`], or counts it as lost.

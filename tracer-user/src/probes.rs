@@ -127,6 +127,36 @@ fn usdt_parts(spec: &str) -> Result<(Option<&str>, &str, &str)> {
     })
 }
 
+/// A warning for each target whose functions are probed for their returns and that can
+/// throw exceptions: one thrown through such a call ends the process. The kernel keeps the
+/// real return address where the unwinder cannot see it, and cannot be asked to put it
+/// back: `bpf_probe_write_user` is refused under lockdown, as on this project's machine.
+pub fn exception_warnings(resolved: &[Resolved], targets: &[Target]) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in targets {
+        let returns: Vec<&str> = (resolved.iter())
+            .filter(|r| r.pids.contains(&t.pid))
+            .filter_map(|r| match &r.point {
+                Point::Function(f) if f.exit == Exit::Uretprobe => Some(f.name.as_str()),
+                _ => None,
+            })
+            .collect();
+        if returns.is_empty() {
+            continue;
+        }
+        if let Some(why) = symbolizer::throws_exceptions(&t.target) {
+            let who = t
+                .pid
+                .map_or("the command".to_string(), |p| format!("process {p}"));
+            out.push(format!(
+                "{who} throws exceptions ({why}): one thrown out of {} while it runs ends the process (std::terminate), the kernel's return probe hiding the call's return address from the unwinder; probe functions no exception leaves",
+                returns[0]
+            ));
+        }
+    }
+    out
+}
+
 /// The attach points of one spec in one target.
 fn resolve_one(
     target: &symbolizer::Target,

@@ -192,6 +192,9 @@ impl Targets {
         }
         roots.extend(probes::by_executable(&members));
         let resolved = probes::resolve_all(&opts.uprobes, &roots, opts.matching)?;
+        for w in probes::exception_warnings(&resolved, &roots) {
+            eprintln!("tracer: warning: {w}");
+        }
         if opts.stat.is_some_and(|s| s.sample_every != 0) {
             if let Some(note) = probes::unsampled_note(&resolved) {
                 eprintln!("tracer: warning: {note}");

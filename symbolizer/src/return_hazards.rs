@@ -1,5 +1,5 @@
-//! Whether a program switches stacks itself (coroutines, fibers, green threads), where a
-//! return probe is not safe.
+//! What makes a return probe unsafe in a program: switching stacks itself (coroutines,
+//! fibers, green threads), and throwing exceptions.
 //!
 //! A uretprobe replaces a function's return address with the kernel's trampoline and
 //! keeps the real one on a per-thread list, matched at the return by the stack pointer.
@@ -46,4 +46,22 @@ pub(crate) fn switch_of(elf: &ElfInfo) -> Option<(&'static str, &'static str)> {
         }
     }
     None
+}
+
+/// Where exceptions start (C++'s `__cxa_throw`, and the unwinder's entry, which Rust's
+/// panics and C++ call): an object that imports one throws. An exception that leaves a
+/// call probed for its return finds the kernel's trampoline for the call's return
+/// address, which no unwind table covers, and ends the process (`std::terminate`).
+const THROWS: &[&str] = &["__cxa_throw", "_Unwind_RaiseException"];
+
+/// The exception-throwing function `elf` imports, if any.
+pub(crate) fn thrower_of(elf: &ElfInfo) -> Option<&'static str> {
+    use object::{Object, ObjectSymbol};
+    let f = elf.object();
+    let found = f.dynamic_symbols().find_map(|s| {
+        let name = s.name().ok()?;
+        let known = THROWS.iter().find(|&&n| n == name)?;
+        s.is_undefined().then_some(*known)
+    });
+    found
 }
