@@ -59,9 +59,11 @@ fn a_recorder_in_its_own_pid_namespace_records_every_event_class_by_the_namespac
 
     let t = read_trace(&out);
     assert_eq!(t.lost, 0);
-    // The namespace's ids: the recorder is 1 there, the server 2.
+    // The namespace's ids: the recorder is 1 there, the server one of the next few (the
+    // recorder may have run `ldconfig -p` first, to find the command's libraries), where
+    // the machine's own ids are in the thousands.
     let server_pid = t.processes.iter().find(|p| p.launched).unwrap().tgid;
-    assert_eq!(server_pid, 2, "{:?}", t.processes);
+    assert!((2..10).contains(&server_pid), "{:?}", t.processes);
     let workers: BTreeSet<u32> = (t.records.iter())
         .filter_map(|r| match &r.event {
             Event::NewTask {
