@@ -11,10 +11,10 @@ use crate::intern::Interner;
 use crate::nearest::NearestSymbols;
 use crate::starts::FunctionStarts;
 use crate::target::Located;
+use crate::{probe, Error, Exit, Frame, FunctionMatch, Language};
 
 /// Functions larger than this are not decoded whole to place their entry probe.
 const MAX_SCANNED: u64 = 1 << 20;
-use crate::{probe, Error, Exit, Frame, FunctionMatch, Language};
 
 /// How much of a [`FunctionMatch`] to work out.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

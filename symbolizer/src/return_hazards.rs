@@ -57,11 +57,9 @@ const THROWS: &[&str] = &["__cxa_throw", "_Unwind_RaiseException"];
 /// The exception-throwing function `elf` imports, if any.
 pub(crate) fn thrower_of(elf: &ElfInfo) -> Option<&'static str> {
     use object::{Object, ObjectSymbol};
-    let f = elf.object();
-    let found = f.dynamic_symbols().find_map(|s| {
+    elf.object().dynamic_symbols().find_map(|s| {
         let name = s.name().ok()?;
         let known = THROWS.iter().find(|&&n| n == name)?;
         s.is_undefined().then_some(*known)
-    });
-    found
+    })
 }

@@ -189,28 +189,38 @@ impl Scope {
         })
     }
 
-    /// Whether the program switches stacks itself (see `return_hazards`): which of its
-    /// files imports or defines which switching function, for a message.
-    pub fn switches_stacks(&self) -> Option<String> {
+    /// The first of the program's files (the executable, then its libraries) of which
+    /// `says` says something, as `FILE SAYS` for a message.
+    fn first_file(&self, says: impl Fn(&ElfInfo) -> Option<String>) -> Option<String> {
         std::iter::once(&self.main)
             .chain(self.libs())
             .find_map(|l| {
-                let elf = ElfInfo::open(&l.open).ok()?;
-                let (function, how) = crate::return_hazards::switch_of(&elf)?;
-                Some(format!("{} {how} {function}", l.display))
+                Some(format!(
+                    "{} {}",
+                    l.display,
+                    says(&ElfInfo::open(&l.open).ok()?)?
+                ))
             })
+    }
+
+    /// Whether the program switches stacks itself (see `return_hazards`): which of its
+    /// files imports or defines which switching function, for a message.
+    pub fn switches_stacks(&self) -> Option<String> {
+        self.first_file(|elf| {
+            let (function, how) = crate::return_hazards::switch_of(elf)?;
+            Some(format!("{how} {function}"))
+        })
     }
 
     /// Whether the program throws exceptions (see `return_hazards`): which of its files
     /// imports which throwing function, for a message.
     pub fn throws(&self) -> Option<String> {
-        std::iter::once(&self.main)
-            .chain(self.libs())
-            .find_map(|l| {
-                let elf = ElfInfo::open(&l.open).ok()?;
-                let function = crate::return_hazards::thrower_of(&elf)?;
-                Some(format!("{} imports {function}", l.display))
-            })
+        self.first_file(|elf| {
+            Some(format!(
+                "imports {}",
+                crate::return_hazards::thrower_of(elf)?
+            ))
+        })
     }
 
     /// Finds a library by path or short name (`libc`, `libssl.so.3`).

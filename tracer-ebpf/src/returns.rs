@@ -22,7 +22,7 @@ fn kread(addr: u64) -> Option<u64> {
 /// return (a kernel address; 0 for none). `None` when the kernel's types did not say
 /// where they are, or the thread never hit a uprobe.
 #[inline(always)]
-pub fn pending() -> Option<(u64, u64)> {
+fn pending() -> Option<(u64, u64)> {
     let o = offsets();
     if o.task_utask == 0 {
         return None;
@@ -38,12 +38,13 @@ pub fn pending() -> Option<(u64, u64)> {
 }
 
 /// Calls `f(i, slot, ret, trampoline)` for the current thread's pending returns from the
-/// newest, `slot` where the trampoline's address replaced `ret`; returns the trampoline's
-/// address.
+/// newest, `slot` where the trampoline's address replaced `ret`.
 #[inline(always)]
-pub fn each_pending(mut f: impl FnMut(usize, u64, u64, u64)) -> Option<u64> {
+pub fn each_pending(mut f: impl FnMut(usize, u64, u64, u64)) {
     let o = offsets();
-    let (trampoline, mut ri) = pending()?;
+    let Some((trampoline, mut ri)) = pending() else {
+        return;
+    };
     for i in 0..MAX_PENDING {
         if ri == 0 {
             break;
@@ -57,5 +58,4 @@ pub fn each_pending(mut f: impl FnMut(usize, u64, u64, u64)) -> Option<u64> {
         f(i, slot, ret, trampoline);
         ri = kread(ri + o.ri_next as u64).unwrap_or(0);
     }
-    Some(trampoline)
 }

@@ -134,23 +134,21 @@ fn usdt_parts(spec: &str) -> Result<(Option<&str>, &str, &str)> {
 pub fn exception_warnings(resolved: &[Resolved], targets: &[Target]) -> Vec<String> {
     let mut out = Vec::new();
     for t in targets {
-        let returns: Vec<&str> = (resolved.iter())
+        let probed = (resolved.iter())
             .filter(|r| r.pids.contains(&t.pid))
-            .filter_map(|r| match &r.point {
+            .find_map(|r| match &r.point {
                 Point::Function(f) if f.exit == Exit::Uretprobe => Some(f.name.as_str()),
                 _ => None,
-            })
-            .collect();
-        if returns.is_empty() {
+            });
+        let Some(probed) = probed else {
             continue;
-        }
+        };
         if let Some(why) = symbolizer::throws_exceptions(&t.target) {
             let who = t
                 .pid
                 .map_or("the command".to_string(), |p| format!("process {p}"));
             out.push(format!(
-                "{who} throws exceptions ({why}): one thrown out of {} while it runs ends the process (std::terminate), the kernel's return probe hiding the call's return address from the unwinder; probe functions no exception leaves",
-                returns[0]
+                "{who} throws exceptions ({why}): one thrown out of {probed} while it runs ends the process (std::terminate), the kernel's return probe hiding the call's return address from the unwinder; probe functions no exception leaves"
             ));
         }
     }
