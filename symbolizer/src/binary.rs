@@ -173,8 +173,10 @@ impl Binary {
             _ => None,
         };
         let mut p = match code {
-            Some(code) => probe::analyze(code, true),
-            None => probe::analyze(self.elf.bytes_at_offset(off + skipped, 16), false),
+            Some(code) => probe::analyze(code, true, |_| false),
+            None => probe::analyze(self.elf.bytes_at_offset(off + skipped, 16), false, |_| {
+                false
+            }),
         };
         p.skipped += skipped;
         let source = if matches!(detail, Detail::Probe | Detail::List { source: true }) {
@@ -196,9 +198,59 @@ impl Binary {
             skipped: p.skipped,
             source,
             warning: p.warning,
+            unprobeable: p.refused,
             language,
             exit,
         })
+    }
+
+    /// Probes the returns of native function `m` (one of this binary's) where a uretprobe
+    /// is not safe: at its instructions ([`probe::exits`]), or not at all. An entry probe
+    /// moved onto an instruction that leaves the function (`lock add; add; jmp other`)
+    /// goes elsewhere: one probe cannot be both.
+    pub fn probe_returns_at_instructions(&self, m: &mut FunctionMatch) {
+        let start = m.file_offset - m.skipped;
+        if m.size == 0 || m.size > MAX_SCANNED {
+            m.exit = Exit::Refused(format!(
+                "its size ({} bytes) is not known to be all its code",
+                m.size
+            ));
+            return;
+        }
+        let code = self.elf.bytes_at_offset(start, m.size as usize);
+        if code.len() as u64 != m.size {
+            m.exit = Exit::Refused("its code is not all in the file".into());
+            return;
+        }
+        // GCC's name for the part of a function it moved away: `f.cold`.
+        let cold = format!("{}.cold", m.symbol);
+        let syms = &self.symbols().syms;
+        let own_part = |target: u64| {
+            let at = m.address.wrapping_add(target);
+            let i = syms.partition_point(|s| s.addr <= at);
+            (syms[..i].iter().rev())
+                .take_while(|s| s.addr == syms[i - 1].addr)
+                .any(|s| at < s.addr + s.size && s.raw.starts_with(&cold))
+        };
+        let (rets, tails) = match probe::exits(code, own_part) {
+            Ok(found) => found,
+            Err(why) => {
+                m.exit = Exit::Refused(why);
+                return;
+            }
+        };
+        let leaves = |at: u64| rets.contains(&at) || tails.contains(&at);
+        if leaves(m.skipped) {
+            let p = probe::analyze(code, true, leaves);
+            m.skipped = p.skipped;
+            m.file_offset = start + p.skipped;
+            m.warning = p.warning;
+            m.unprobeable = p.refused;
+        }
+        m.exit = Exit::Returns {
+            rets: rets.into_iter().map(|r| start + r).collect(),
+            tails: tails.into_iter().map(|r| start + r).collect(),
+        };
     }
 
     /// The start of the function holding `vaddr`, by the unwind table.

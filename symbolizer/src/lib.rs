@@ -100,6 +100,10 @@ pub struct FunctionMatch {
     pub source: Option<String>,
     /// Cost warning, e.g. when the first instruction is single-stepped.
     pub warning: Option<String>,
+    /// Why the function cannot be probed at all, if so: no instruction near its entry
+    /// takes a uprobe (the kernel refuses lock and segment prefixes, silently where the
+    /// binary is mapped after the probe is made).
+    pub unprobeable: Option<String>,
     /// What the function is compiled from, which decides how its returns can be probed.
     pub language: Language,
     /// How to probe the function's returns.
@@ -109,7 +113,8 @@ pub struct FunctionMatch {
 /// The language of a function, as far as probing it is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Language {
-    /// C, C++, Rust, ...: a uretprobe is safe.
+    /// C, C++, Rust, ...: a uretprobe is safe, unless the program throws exceptions
+    /// (see `return_hazards`).
     Native,
     /// A Go function (in the binary's pclntab). A uretprobe rewrites the return
     /// address on the goroutine's stack, which Go's stack copying and traceback
@@ -122,9 +127,15 @@ pub enum Language {
 pub enum Exit {
     /// With a uretprobe.
     Uretprobe,
-    /// With a uprobe at each of these file offsets, one per RET instruction
-    /// (Go functions; the goroutine is in R14 at each of them).
-    Returns(Vec<u64>),
+    /// With a uprobe at each return instruction and, for native code, at each jump to
+    /// another function (a tail call): file offsets. Go functions (the goroutine is in
+    /// R14 at each RET) and native ones in programs that throw exceptions.
+    Returns {
+        /// The RET instructions.
+        rets: Vec<u64>,
+        /// The jumps that leave the function for another, which returns for it.
+        tails: Vec<u64>,
+    },
     /// Not at all; the one-line reason.
     Refused(String),
     /// With a uprobe at each RET, which [`list`] does not look for (it would
@@ -498,14 +509,18 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
                     "{why}: a call may return on another stack than it entered on, and a return probe would then corrupt the process (--unsafe-returns if none switches while it runs)"
                 ));
             }
+        } else if scope.throws().is_some() {
+            for m in found.iter_mut().filter(|m| m.exit == Exit::Uretprobe) {
+                bin.probe_returns_at_instructions(m);
+            }
         }
     }
     Ok(found)
 }
 
-/// Whether the program of `target` can throw an exception through a call probed for its
-/// return, which ends it (see `return_hazards`): the file that imports the throwing
-/// function, and the function, for a warning.
+/// Whether the program of `target` throws exceptions, which end it where one leaves a
+/// call whose return address a uretprobe replaced (see `return_hazards`): the file that
+/// imports the throwing function, and the function, for a message.
 pub fn throws_exceptions(target: &Target) -> Option<String> {
     Scope::new(target).ok()?.throws()
 }

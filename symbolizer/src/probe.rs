@@ -25,34 +25,55 @@ const MAX_MOVED: usize = 4;
 pub(crate) struct Placement {
     pub skipped: u64,
     pub warning: Option<String>,
+    /// Why no entry probe can go anywhere (the kernel refuses the first instruction, and
+    /// none after it can take its place).
+    pub refused: Option<String>,
 }
 
 /// Where the entry probe of the function whose code starts `code` goes. `whole`: `code`
 /// is all of the function, so that its branches can be checked and the probe moved past
-/// a first instruction that would be single-stepped.
-pub(crate) fn analyze(code: &[u8], whole: bool) -> Placement {
+/// a first instruction that would be single-stepped or that the kernel refuses to probe;
+/// never onto an offset `avoid` names.
+pub(crate) fn analyze(code: &[u8], whole: bool, avoid: impl Fn(u64) -> bool) -> Placement {
     let start = if code.starts_with(&ENDBR64) { 4 } else { 0 };
     let c = &code[start..];
-    if c.is_empty() || is_emulated(c) {
-        return Placement {
-            skipped: start as u64,
-            warning: None,
-        };
+    let at = |skipped: usize| Placement {
+        skipped: skipped as u64,
+        warning: None,
+        refused: None,
+    };
+    if c.is_empty() || (is_emulated(c) && !avoid(start as u64)) {
+        return at(start);
     }
     if whole {
-        if let Some(at) = moved_entry(code, start) {
-            return Placement {
-                skipped: at as u64,
-                warning: None,
-            };
+        if let Some(moved) = moved_entry(code, start, &avoid) {
+            return at(moved);
         }
     }
+    if kernel_refuses(c) {
+        return Placement {
+            refused: Some(format!(
+                "its first instruction `{}` is one uprobes refuse (a lock or segment prefix), and none of the next can take the probe in its place",
+                mnemonic(c)
+            )),
+            ..at(start)
+        };
+    }
+    if avoid(start as u64) {
+        return Placement {
+            refused: Some(format!(
+                "its first instruction `{}` leaves it, so its entry and its return would be one probe",
+                mnemonic(c)
+            )),
+            ..at(start)
+        };
+    }
     Placement {
-        skipped: start as u64,
         warning: Some(format!(
             "first instruction `{}` is single-stepped by uprobes (a second trap per hit)",
             mnemonic(c)
         )),
+        ..at(start)
     }
 }
 
@@ -62,27 +83,50 @@ pub(crate) fn analyze(code: &[u8], whole: bool) -> Placement {
 /// address at `[rsp]` where it fires, and would overwrite a local slot), and no branch of
 /// the function lands on them or on the probe (which would fire again in the same call).
 /// No program reads the arguments at a function's entry, so moving past instructions
-/// that set registers changes nothing recorded.
-fn moved_entry(code: &[u8], start: usize) -> Option<usize> {
+/// that set registers changes nothing recorded. When the first instruction is one the
+/// kernel refuses, or `avoid`s, the first one after it that it can probe will do (single-
+/// stepped) if none is emulated.
+fn moved_entry(code: &[u8], start: usize, avoid: impl Fn(u64) -> bool) -> Option<usize> {
+    let must_move = kernel_refuses(&code[start..]) || avoid(start as u64);
+    let mut fallback = None;
     let mut d = Decoder::with_ip(64, &code[start..], start as u64, DecoderOptions::NONE);
     let mut info = InstructionInfoFactory::new();
     for _ in 0..MAX_MOVED {
         if !d.can_decode() {
-            return None;
+            break;
         }
         let ins = d.decode();
         if ins.is_invalid() {
-            return None;
+            break;
         }
         let at = ins.ip() as usize;
-        if at > start && is_emulated(&code[at..]) {
-            return lands_nowhere(code, start, at).then_some(at);
+        let free = at > start && !avoid(at as u64) && !kernel_refuses(&code[at..]);
+        if free && is_emulated(&code[at..]) {
+            return lands_nowhere(code, start, at).then_some(at).or(fallback);
+        }
+        if free && must_move && fallback.is_none() && lands_nowhere(code, start, at) {
+            fallback = Some(at);
         }
         if ins.flow_control() != FlowControl::Next || writes_rsp(&ins, &mut info) {
-            return None;
+            break;
         }
     }
-    None
+    fallback
+}
+
+/// Whether the kernel refuses a uprobe on the instruction `c` starts with: x86's uprobes
+/// refuse a lock prefix and the es, cs, ss and ds segment prefixes. It says so when the
+/// probe is attached to a running process; when the binary is mapped later (a launched
+/// command, a library loaded later) the probe is silently left out.
+fn kernel_refuses(c: &[u8]) -> bool {
+    for &b in c.iter().take(15) {
+        match b {
+            0xf0 | 0x26 | 0x2e | 0x36 | 0x3e => return true,
+            0x66 | 0x67 | 0xf2 | 0xf3 | 0x64 | 0x65 => continue,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Whether `ins` changes the stack pointer, explicitly or as a push or a pop does.
@@ -109,6 +153,63 @@ fn lands_nowhere(code: &[u8], start: usize, at: usize) -> bool {
         }
     }
     true
+}
+
+/// Where a native function leaves, for probes in place of a uretprobe: the offsets of its
+/// return instructions and of its direct jumps out of its own code (tail calls), found by
+/// decoding all of it (`code`) from its start. The decoding is trusted only when it is
+/// consistent, since a uprobe in the middle of an instruction would corrupt it: every
+/// byte decodes, and every direct branch into the function lands on an instruction found.
+/// A jump to what `own_part` says is another part of the function (its cold part, where
+/// a compiler moved unlikely paths and landing pads) does not leave it.
+pub(crate) fn exits(
+    code: &[u8],
+    own_part: impl Fn(u64) -> bool,
+) -> Result<(Vec<u64>, Vec<u64>), String> {
+    let len = code.len() as u64;
+    let mut starts = vec![false; code.len()];
+    let mut targets = Vec::new();
+    let (mut rets, mut tails) = (Vec::new(), Vec::new());
+    let mut d = Decoder::with_ip(64, code, 0, DecoderOptions::NONE);
+    while d.can_decode() {
+        let ins = d.decode();
+        let at = ins.ip();
+        if ins.is_invalid() {
+            return Err(format!(
+                "its code does not decode at `+{at:#x}: {}`, so its returns cannot be found",
+                mnemonic(&code[at as usize..])
+            ));
+        }
+        starts[at as usize] = true;
+        let direct = ins.is_jmp_short_or_near() || ins.is_jcc_short_or_near() || ins.is_call_near();
+        if direct && ins.near_branch_target() < len {
+            targets.push(ins.near_branch_target());
+        }
+        let leaves = ins.flow_control() == FlowControl::Return
+            || (ins.is_jmp_short_or_near()
+                && ins.near_branch_target() >= len
+                && !own_part(ins.near_branch_target()));
+        if leaves && kernel_refuses(&code[at as usize..]) {
+            return Err(format!(
+                "it leaves at `+{at:#x}: {}`, an instruction uprobes refuse (a segment prefix)",
+                mnemonic(&code[at as usize..])
+            ));
+        }
+        if ins.flow_control() == FlowControl::Return {
+            rets.push(at);
+        } else if leaves {
+            tails.push(at);
+        }
+    }
+    if let Some(t) = targets.iter().find(|&&t| !starts[t as usize]) {
+        return Err(format!(
+            "a branch of it lands inside an instruction, at `+{t:#x}`: its code is not all instructions, so its returns cannot be found safely"
+        ));
+    }
+    if rets.is_empty() && tails.is_empty() {
+        return Err("it has no return instruction and no jump to another function (it never returns), so there is no return to probe".into());
+    }
+    Ok((rets, tails))
 }
 
 fn is_emulated(c: &[u8]) -> bool {
@@ -157,7 +258,7 @@ mod tests {
 
     #[test]
     fn endbr_then_push() {
-        let p = analyze(&[0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48], false);
+        let p = analyze(&[0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48], false, |_| false);
         assert_eq!(p.skipped, 4);
         assert!(p.warning.is_none());
     }
@@ -165,7 +266,7 @@ mod tests {
     #[test]
     fn sub_rsp_is_single_stepped() {
         let c = code(&[&[0x48, 0x83, 0xec, 0x08], &[0x74, 0x00], &[0xc3]]);
-        let p = analyze(&c, true);
+        let p = analyze(&c, true, |_| false);
         assert_eq!(p.skipped, 0);
         assert_eq!(
             p.warning.as_deref(),
@@ -177,10 +278,10 @@ mod tests {
     fn a_libc_wrapper_is_probed_at_its_branch() {
         // cmpb $0,__libc_single_threaded(%rip); jne 1f; nop; 1: ret
         let c = code(&[&CMPB_RIP, &[0x75, 0x01], &[0x90], &[0xc3]]);
-        let p = analyze(&c, true);
+        let p = analyze(&c, true, |_| false);
         assert_eq!((p.skipped, p.warning), (7, None));
         // Not without the whole function to check its branches.
-        let p = analyze(&c, false);
+        let p = analyze(&c, false, |_| false);
         assert_eq!(p.skipped, 0);
         assert!(p.warning.unwrap().contains("`cmpb $0x0,0x10(%rip)`"));
         // Behind an endbr64, past a MOV and a TEST.
@@ -191,7 +292,7 @@ mod tests {
             &[0x74, 0x00],       // je
             &[0xc3],
         ]);
-        assert_eq!(analyze(&c, true).skipped, 10);
+        assert_eq!(analyze(&c, true, |_| false).skipped, 10);
     }
 
     #[test]
@@ -204,24 +305,79 @@ mod tests {
             &[0xeb, 0xfb], // 10: jmp 7
             &[0xc3],       // 12: ret
         ]);
-        let p = analyze(&c, true);
+        let p = analyze(&c, true, |_| false);
         assert_eq!(p.skipped, 0);
         let w = p.warning.unwrap();
         assert!(w.contains("`mov 0x10(%rip),%rax`"), "{w}");
         // A pop, then a branch: the stack pointer moved.
         let c = code(&[&[0x48, 0x8b, 0x07], &[0x58], &[0x74, 0x00], &[0xc3]]);
-        assert_eq!(analyze(&c, true).skipped, 0);
+        assert_eq!(analyze(&c, true, |_| false).skipped, 0);
         // A return first; and more instructions than are run before a probe.
-        assert_eq!(analyze(&[0xc3, 0x90], true).skipped, 0);
+        assert_eq!(analyze(&[0xc3, 0x90], true, |_| false).skipped, 0);
         let movs: Vec<u8> = (0..MAX_MOVED).flat_map(|_| [0x48, 0x89, 0xf8]).collect();
-        assert_eq!(analyze(&code(&[&movs, &[0x90]]), true).skipped, 0);
+        assert_eq!(
+            analyze(&code(&[&movs, &[0x90]]), true, |_| false).skipped,
+            0
+        );
         // Bytes that do not decode.
-        assert_eq!(analyze(&code(&[&MOV_RIP, &[0x90, 0x06]]), true).skipped, 0);
+        assert_eq!(
+            analyze(&code(&[&MOV_RIP, &[0x90, 0x06]]), true, |_| false).skipped,
+            0
+        );
     }
 
     #[test]
     fn unknown_bytes_are_named() {
-        let p = analyze(&[0xf3, 0x0f, 0x1e, 0xfa, 0x06, 0x01], false);
+        let p = analyze(&[0xf3, 0x0f, 0x1e, 0xfa, 0x06, 0x01], false, |_| false);
         assert!(p.warning.unwrap().contains("bytes 06 01"), "");
+    }
+
+    #[test]
+    fn exits_are_returns_and_jumps_out() {
+        let c = code(&[
+            &[0x55],                   // 0: push %rbp
+            &[0x74, 0x03],             // 1: je 6
+            &[0x5d],                   // 3: pop %rbp
+            &[0xf3, 0xc3],             // 4: repz ret
+            &[0x5d],                   // 6: pop %rbp
+            &[0xe9, 0, 1, 0, 0],       // 7: jmp +0x100 (another function)
+            &[0xeb, 0xf3],             // 12: jmp 1 (its own code)
+            &[0x0f, 0x84, 0, 1, 0, 0], // 14: je +0x100 (not followed)
+            &[0xc2, 0x08, 0x00],       // 20: ret $8
+        ]);
+        assert_eq!(exits(&c, |_| false).unwrap(), (vec![4, 20], vec![7]));
+        // A jump to its own cold part does not leave it.
+        assert_eq!(exits(&c, |t| t == 0x10c).unwrap(), (vec![4, 20], vec![]));
+    }
+
+    #[test]
+    fn exits_are_not_guessed_in_code_that_is_not_all_instructions() {
+        // A branch into the middle of the MOV: bytes among the instructions, or another
+        // reading of them.
+        let c = code(&[&MOV_RIP, &[0x74, 0xfa], &[0xc3]]);
+        let e = exits(&c, |_| false).unwrap_err();
+        assert!(e.contains("lands inside an instruction, at `+0x3`"), "{e}");
+        let e = exits(&code(&[&[0x55], &[0x06], &[0xc3]]), |_| false).unwrap_err();
+        assert!(e.contains("does not decode at `+0x1: bytes 06 c3`"), "{e}");
+        // Nothing that leaves: a loop, or a call of a function that never returns.
+        let e = exits(&code(&[&[0x90], &[0xeb, 0xfd]]), |_| false).unwrap_err();
+        assert!(e.contains("never returns"), "{e}");
+    }
+
+    #[test]
+    fn an_entry_the_kernel_refuses_moves_to_one_it_takes() {
+        let lock_add: &[u8] = &[0xf0, 0x48, 0x83, 0x05, 0x10, 0, 0, 0, 0x01]; // lock addq $1,..(%rip)
+        let add_rdi: &[u8] = &[0x48, 0x83, 0xc7, 0x01]; // add $1,%rdi
+        let jmp_out: &[u8] = &[0xe9, 0, 1, 0, 0]; // jmp another function
+        let c = code(&[lock_add, add_rdi, jmp_out]);
+        assert_eq!(analyze(&c, true, |_| false).skipped, 13);
+        // The jump is the function's exit: the entry takes the single-stepped ADD.
+        let p = analyze(&c, true, |at| at == 13);
+        assert_eq!((p.skipped, p.refused), (9, None));
+        // Nothing after it to take the probe.
+        let p = analyze(&code(&[lock_add, &[0xc3]]), true, |at| at == 9);
+        let why = p.refused.unwrap();
+        assert!(why.contains("`lock addq $0x1,0x10(%rip)`"), "{why}");
+        assert!(kernel_refuses(&[0x2e, 0xff, 0xe0]) && !kernel_refuses(&[0x66, 0x90]));
     }
 }

@@ -342,7 +342,11 @@ fn go_probe_placement_matches_objdump() {
                 continue;
             }
             assert!(!rets.is_empty(), "{spec}");
-            assert_eq!(m.exit, Exit::Returns(rets.clone()), "{} {spec}", b.version);
+            let want = Exit::Returns {
+                rets: rets.clone(),
+                tails: Vec::new(),
+            };
+            assert_eq!(m.exit, want, "{} {spec}", b.version);
             eprintln!(
                 "{} {spec}: entry +{} ({}), {} ret(s)",
                 b.version,
@@ -392,7 +396,7 @@ fn go_specs_resolve_on_stripped_binaries() {
         }
         assert!(mains.iter().all(|m| m.language == Language::Go));
         let serve = one(&t, "net/http.(*conn).serve");
-        assert!(matches!(&serve.exit, Exit::Returns(r) if !r.is_empty()));
+        assert!(matches!(&serve.exit, Exit::Returns { rets, .. } if !rets.is_empty()));
         // A listing leaves RET sites to resolve, and places entries the same.
         let listed = list(&t, Some("net/http.(*conn).serve")).unwrap();
         assert_eq!(listed.len(), 1);

@@ -50,6 +50,17 @@ pub fn build_fixture(name: &str) -> PathBuf {
     })
 }
 
+/// Compiles `tests/fixtures/<name>.cpp` with g++ and the flags of [`build_fixture`].
+pub fn build_cpp_fixture(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(format!("{name}.cpp"));
+    let out = fixture_dir().join(name);
+    build_once(&src, &out, |tmp| {
+        compile("g++", &[src.as_os_str(), "-o".as_ref(), tmp.as_os_str()])
+    })
+}
+
 /// Compiles `tests/fixtures/<name>.c` as [`build_fixture`] does, with `flags` after
 /// [`FIXTURE_CFLAGS`] (so they win), into `<name>-<variant>`.
 pub fn build_fixture_variant(name: &str, variant: &str, flags: &[&str]) -> PathBuf {
@@ -180,13 +191,21 @@ fn build_once(src: &Path, out: &Path, build: impl FnOnce(&Path)) -> PathBuf {
 
 /// gcc with [`FIXTURE_CFLAGS`]; panics with its output if it fails.
 fn gcc(args: &[&std::ffi::OsStr]) {
-    let output = Command::new("gcc")
+    compile("gcc", args)
+}
+
+/// Runs `compiler` with [`FIXTURE_CFLAGS`] and `args`.
+fn compile(compiler: &str, args: &[&std::ffi::OsStr]) {
+    let output = Command::new(compiler)
         .args(FIXTURE_CFLAGS)
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("running gcc: {e}"));
+        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
     if !output.status.success() {
-        panic!("gcc failed:\n{}", String::from_utf8_lossy(&output.stderr));
+        panic!(
+            "{compiler} failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 }
 

@@ -235,3 +235,75 @@ fn entry_probes_moved_past_a_single_stepped_instruction_see_every_call_once() {
         assert_eq!((entries, exits), (CALLS, CALLS), "{f}");
     }
 }
+
+/// `tracer record ARGS... -- throws` (the C++ fixture whose exceptions leave probed
+/// calls), its output; `unsafe_returns` adds `--unsafe-returns`.
+fn record_throws(trace: &Path, unsafe_returns: bool) -> std::process::Output {
+    let bin = build_cpp_fixture("throws");
+    let mut cmd = Command::new(tracer_bin());
+    cmd.args(["record", "--events", "calls"]);
+    if unsafe_returns {
+        cmd.arg("--unsafe-returns");
+    }
+    for f in ["leaf", "middle", "hop", "rec"] {
+        cmd.args(["-u", f]);
+    }
+    cmd.arg("-o").arg(trace).arg("--").arg(&bin);
+    cmd.output().unwrap()
+}
+
+/// Exceptions thrown through probed calls of a C++ program (the throws fixture: `leaf`
+/// throws on a third of its calls, through `middle`; `rec` recurses into one caught two
+/// levels up; `hop` leaves by a tail call to `middle`; two threads). A uretprobe hides
+/// a call's return address from the unwinder, which then ends the program
+/// (`std::terminate`, SIGABRT): so in a program that throws, returns are probed at their
+/// instructions and paired with their entries by the stack pointer. Every call is in the
+/// trace; the ones an exception left end, unwound, where the thread's stack shows them
+/// gone (its next probed call or return at or above their frame), not at the end of the
+/// trace; `hop` returns by its jump. With `--unsafe-returns`, the uretprobes are back
+/// and so is the crash the default avoids.
+#[test]
+fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("throws.trace");
+    let o = record_throws(&trace, false);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("probed at their return instructions"), "{err}");
+    let t = read_trace(&trace);
+    assert_eq!(t.lost, 0);
+    let ids = probe_ids(&trace);
+    let s = trace_summary::summarize(std::slice::from_ref(&trace)).unwrap();
+    for name in ["leaf", "middle", "hop", "rec"] {
+        let id = ids[name];
+        let called = counted(&o, name);
+        let returned = match name {
+            "hop" => called,
+            _ => counted(&o, &format!("{name}_returned")),
+        };
+        let entries = count(
+            &t,
+            |r| matches!(r.event, Event::FrameEntry { func, .. } if func == id),
+        );
+        let exits = count(
+            &t,
+            |r| matches!(r.event, Event::FrameExit { func, .. } if func == id),
+        );
+        assert_eq!((entries, exits), (called, returned), "{name} records");
+        let f = s.function(name).unwrap();
+        assert_eq!(f.calls, called, "{name} calls");
+        assert_eq!(f.calls - f.unfinished, returned, "{name} returned");
+        // A call sleeps 100 us and the run takes tens of ms: one left open to the end
+        // of the trace would last most of it.
+        assert!(f.max_ns < 20_000_000, "{name}: a call of {} ns", f.max_ns);
+    }
+    assert_eq!(count(&t, |r| matches!(r.event, Event::FuncExit { .. })), 0);
+    assert!(counted(&o, "caught") > 0);
+
+    let unsafe_trace = dir.path().join("unsafe.trace");
+    let o = record_throws(&unsafe_trace, true);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("ends the process (std::terminate)"), "{err}");
+    assert_eq!(o.status.code(), Some(128 + libc::SIGABRT), "{err}");
+}

@@ -663,8 +663,9 @@ fn go_functions_are_counted_exactly_and_timed_by_goroutine() {
         "--time-budget 100: {budgeted} timed (at most {bound})"
     );
     assert!(
-        stderr[2].contains("--sample records no call of Go functions")
-            && stderr[2].contains("main.handle"),
+        stderr[2].contains(
+            "--sample records no call of functions whose returns are probed at their instructions"
+        ) && stderr[2].contains("main.handle"),
         "{}",
         stderr[2]
     );
@@ -709,10 +710,49 @@ fn go_calls_left_by_a_recovered_panic_do_not_hold_up_the_others() {
     }
 }
 
+/// The same through C++ exceptions (the throws fixture: `leaf` throws on a third of its
+/// calls, through `middle`; `rec`'s exception is caught two levels up; `hop` leaves by a
+/// tail call). The program throws, so its functions' returns are probed at their
+/// instructions, paired by frame on each thread's stack: every call counted, the timed
+/// ones exactly those that returned (`hop`'s all of them, by its jump), none chosen but
+/// not timed; and the program runs to its end, where a uretprobe would end it.
+#[test]
+fn native_calls_left_by_an_exception_do_not_hold_up_the_others() {
+    let _serial = serial();
+    let bin = build_cpp_fixture("throws");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("throws.stat");
+    let mut args: Vec<&std::ffi::OsStr> = vec!["stat".as_ref(), "--exact-latency".as_ref()];
+    for f in ["leaf", "middle", "hop", "rec"] {
+        args.extend::<[&std::ffi::OsStr; 2]>(["-u".as_ref(), f.as_ref()]);
+    }
+    args.extend::<[&std::ffi::OsStr; 4]>([
+        "-o".as_ref(),
+        path.as_os_str(),
+        "--".as_ref(),
+        bin.as_os_str(),
+    ]);
+    let out = tracer_ok(&args);
+    let ids = probe_ids(&path);
+    let f = read(&path);
+    for name in ["leaf", "middle", "hop", "rec"] {
+        let id = ids[name];
+        let called = counted(&out, name);
+        let returned = match name {
+            "hop" => called,
+            _ => counted(&out, &format!("{name}_returned")),
+        };
+        assert_eq!(calls(&f, id), called, "{name} calls");
+        assert_eq!(timed(&f, id), returned, "{name} timed calls");
+        assert_eq!(untimed(&f, id), 0, "{name} calls chosen but not timed");
+    }
+    assert!(counted(&out, "leaf_returned") < counted(&out, "leaf"));
+}
+
 /// A recursive Go function whose goroutine's stack grows (`main.depth(n)`: n + 1 calls):
 /// counted exactly at every level. With every call timed, each return closes its own
 /// call and the outermost one the whole: the calls timed are the
-/// `tracer_abi::GO_LEVELS` outermost of each request's recursion, the others counted as
+/// `tracer_abi::FRAME_LEVELS` outermost of each request's recursion, the others counted as
 /// chosen but not timed, which the summary says. At one in 64, as many are chosen. A
 /// call timed in a later window than the one it entered keeps its time. The server runs
 /// on.
@@ -763,7 +803,7 @@ fn a_recursive_go_function_is_counted_at_every_level() {
     server.wait().unwrap();
 
     let want: u64 = ns.iter().map(|n| n + 1).sum();
-    let levels = tracer_abi::GO_LEVELS as u64;
+    let levels = tracer_abi::FRAME_LEVELS as u64;
     let want_timed: u64 = ns.iter().map(|n| (n + 1).min(levels)).sum();
     let (fe, fv) = (read(&exact), read(&every));
     assert_eq!(calls(&fe, 1), want);

@@ -93,6 +93,15 @@ fn event(rng: &mut Rng, kind: u64) -> Event {
             g: 0xc000_0000 + rng.below(64) * 0x1a0,
             height: 0x100 + rng.below(8) as u32 * 0x40,
         },
+        16 => Event::FrameEntry {
+            func: 1 + rng.below(4) as u32,
+            sp: 0x7ffd_0000_0000 - rng.below(8) * 0x40,
+        },
+        17 => Event::FrameExit {
+            func: 1 + rng.below(4) as u32,
+            sp: 0x7ffd_0000_0000 - rng.below(8) * 0x40,
+            ret: (rng.below(4) != 0).then(|| rng.below(100)),
+        },
         _ => Event::GoExit {
             func: 1 + rng.below(4) as u32,
             ret: rng.below(100),

@@ -16,10 +16,16 @@ use crate::{Error, Result};
 
 /// The file's codes of go_entry and go_exit since format version 4, which carry the
 /// frame's height; the ring kinds' codes (13 and 14) are version 3's, read with the
-/// height unknown. Every other record's file code is its ring kind.
+/// height unknown. The frame records have codes of their own ([`FRAME_ENTRY_AT`]); every
+/// other record's file code is its ring kind.
 const GO_ENTRY_AT: u8 = 17;
 /// See [`GO_ENTRY_AT`].
 const GO_EXIT_AT: u8 = 18;
+/// The file's codes of frame_entry and frame_exit (ring kinds 17 and 18, whose numbers
+/// the file gave to [`GO_ENTRY_AT`] and [`GO_EXIT_AT`]).
+const FRAME_ENTRY_AT: u8 = 19;
+/// See [`FRAME_ENTRY_AT`].
+const FRAME_EXIT_AT: u8 = 20;
 
 /// A thread name as the kernel stores it: up to 16 bytes, NUL-padded.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -151,6 +157,25 @@ pub enum Event {
         /// Where the returning frame is (as [`Event::GoEntry`]'s `height`).
         height: u32,
     },
+    /// Entry of a native function whose returns are probed at their instructions (in a
+    /// program that throws exceptions, which a uretprobe's hidden return address would
+    /// end): paired with its exit by the stack pointer.
+    FrameEntry {
+        /// Probe-table id.
+        func: u32,
+        /// The stack pointer at the entry: where the call's return address is.
+        sp: u64,
+    },
+    /// A native function probed as [`Event::FrameEntry`] left the frame at `sp`.
+    FrameExit {
+        /// Probe-table id.
+        func: u32,
+        /// The stack pointer (see [`Event::FrameEntry`]'s).
+        sp: u64,
+        /// The return register; `None` when the function left by a jump to another
+        /// (a tail call), which returns for it.
+        ret: Option<u64>,
+    },
     /// An on-CPU sample of the record's thread: its stack, an id of the file's stack
     /// table ([`crate::StackTable`]), and the CPU time it stands for.
     Sample {
@@ -217,6 +242,8 @@ impl Event {
             Event::GoExit { .. } => GO_EXIT,
             Event::Sample { .. } => SAMPLE,
             Event::BlockStack { .. } => BLOCK_STACK,
+            Event::FrameEntry { .. } => FRAME_ENTRY,
+            Event::FrameExit { .. } => FRAME_EXIT,
         }) as u8
     }
 
@@ -316,6 +343,21 @@ impl Event {
                     height: r.height,
                 }
             }
+            abi::kind::FRAME_ENTRY => {
+                let r: abi::FrameEntry = read(bytes)?;
+                Event::FrameEntry {
+                    func: r.func,
+                    sp: r.sp,
+                }
+            }
+            abi::kind::FRAME_EXIT => {
+                let r: abi::FrameExit = read(bytes)?;
+                Event::FrameExit {
+                    func: r.func,
+                    sp: r.sp,
+                    ret: (r.tail == 0).then_some(r.ret),
+                }
+            }
             abi::kind::SAMPLE | abi::kind::BLOCK_STACK => {
                 let r: abi::Sample = read(bytes)?;
                 match h.kind {
@@ -383,6 +425,8 @@ impl EventChunkEncoder {
         b.push(match event {
             Event::GoEntry { .. } => GO_ENTRY_AT,
             Event::GoExit { .. } => GO_EXIT_AT,
+            Event::FrameEntry { .. } => FRAME_ENTRY_AT,
+            Event::FrameExit { .. } => FRAME_EXIT_AT,
             e => e.code(),
         });
         put_i64(b, ts.wrapping_sub(self.prev_ts) as i64);
@@ -457,6 +501,21 @@ impl EventChunkEncoder {
                 put_u64(b, period);
             }
             Event::BlockStack { stack } => put_u64(b, stack as u64),
+            Event::FrameEntry { func, sp } => {
+                put_u64(b, func as u64);
+                put_u64(b, sp);
+            }
+            Event::FrameExit { func, sp, ret } => {
+                put_u64(b, func as u64);
+                put_u64(b, sp);
+                match ret {
+                    Some(r) => {
+                        b.push(1);
+                        put_i64(b, r as i64);
+                    }
+                    None => b.push(0),
+                }
+            }
         }
         self.prev_ts = ts;
         self.count += 1;
@@ -689,6 +748,19 @@ impl<'a> EventChunkDecoder<'a> {
                 period: self.u64()?,
             },
             16 => Event::BlockStack { stack: self.u32()? },
+            FRAME_ENTRY_AT => Event::FrameEntry {
+                func: self.u32()?,
+                sp: self.u64()?,
+            },
+            FRAME_EXIT_AT => Event::FrameExit {
+                func: self.u32()?,
+                sp: self.u64()?,
+                ret: match self.u64()? {
+                    0 => None,
+                    1 => Some(self.i64()? as u64),
+                    _ => return Err(self.corrupt("bad frame exit")),
+                },
+            },
             other => return Err(self.corrupt(&format!("unknown record kind {other}"))),
         };
         self.prev_ts = ts;

@@ -278,6 +278,55 @@ fn unwinding_and_orphan_exits() {
     assert_eq!(tl.stats().orphan_func_exits, 1);
 }
 
+/// Native calls paired by frame (a program that throws): an exception out of 3 and 2 is
+/// seen at the next entry at their frame's height, which ends them, unwound, there; a
+/// tail call's exit returns without a result; an exit from a frame nothing entered at is
+/// an orphan, and one above open frames ends them.
+#[test]
+fn calls_paired_by_frame_end_where_the_stack_shows_them_gone() {
+    const SP: u64 = 0x7ffd_0000_1000;
+    let entry = |func, depth: u64| Event::FrameEntry {
+        func,
+        sp: SP - 0x40 * depth,
+    };
+    let exit = |func, depth: u64, ret| Event::FrameExit {
+        func,
+        sp: SP - 0x40 * depth,
+        ret,
+    };
+    let mut b = TraceBuilder::new("h", 1);
+    b.process(1, "/s").thread(1, 1, "s", 'R');
+    b.at(1, 0, 1, entry(1, 0))
+        .at(2, 0, 1, entry(2, 1))
+        .at(3, 0, 1, entry(3, 2)) // throws, caught in 1
+        .at(4, 0, 1, entry(4, 1)) // 1 calls 4: 3 and 2 are gone
+        .at(5, 0, 1, exit(4, 1, None)) // by a tail call
+        .at(6, 0, 1, exit(5, 3, Some(0))) // never entered
+        .at(7, 0, 1, entry(2, 1))
+        .at(8, 0, 1, exit(1, 0, Some(9))) // 1 returns: 2 is gone
+        .stop(9);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    let spans: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::Func(s) => Some((s.func, s.end, s.depth, s.ret, s.end_kind)),
+            _ => None,
+        })
+        .collect();
+    let us = |u: u64| u * 1000;
+    assert_eq!(
+        spans,
+        vec![
+            (3, us(4), 2, None, SpanEnd::Unwound),
+            (2, us(4), 1, None, SpanEnd::Unwound),
+            (4, us(5), 1, None, SpanEnd::Returned),
+            (2, us(8), 1, None, SpanEnd::Unwound),
+            (1, us(8), 0, Some(9), SpanEnd::Returned),
+        ]
+    );
+    assert_eq!(tl.stats().orphan_func_exits, 1);
+}
+
 /// The files of one rotating run are one recording: a thread is the same thread in all of
 /// them, and a call that straddles two files is one call. Files of different runs stay
 /// apart.

@@ -367,7 +367,7 @@ pub struct FunctionStats {
     pub errors_negative: u64,
     /// Calls that returned a non-zero value.
     pub errors_nonzero: u64,
-    /// Calls with no return value: unwound (longjmp, exception, lost uretprobe), or cut
+    /// Calls that did not return: unwound (longjmp, exception, lost uretprobe), or cut
     /// by the thread's exit or the trace's end.
     pub unfinished: u64,
     /// Wall time from entry to return; a recursive function's nested activations are

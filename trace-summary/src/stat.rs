@@ -164,8 +164,8 @@ pub fn summarize_stat(inputs: &[PathBuf], salvage: bool) -> Result<Summary, Erro
     }
     for (name, n) in &total.untimed {
         summary.notes.push(format!(
-            "{name}: {n} calls chosen to be timed were not, nested in more timed calls of it on their goroutine than the kernel keeps ({}): its times lean to the outer calls of its recursion",
-            tracer_abi::GO_LEVELS
+            "{name}: {n} calls chosen to be timed were not, nested in more timed calls of it on their goroutine or thread than the kernel keeps ({}): its times lean to the outer calls of its recursion",
+            tracer_abi::FRAME_LEVELS
         ));
     }
     estimate_from_samples(inputs, salvage, &mut summary)?;

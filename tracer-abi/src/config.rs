@@ -120,11 +120,13 @@ pub mod counter {
     /// Stacks not taken because the ring buffer was over half full: stacks yield to
     /// the other records (`--stacks`).
     pub const STACKS_SHED: u32 = 3;
-    /// Counting mode: timed Go calls whose start was kept (map `GO_CALLS`).
-    pub const GO_OPENED: u32 = 4;
+    /// Counting mode: timed calls paired by frame (Go's, and native ones in programs that
+    /// throw) whose start was kept (map `FRAME_CALLS`).
+    pub const FRAME_OPENED: u32 = 4;
     /// Counting mode: of those, the ones closed by their return. The difference at the
-    /// end: calls in progress then, ended by a panic or `runtime.Goexit`, or evicted.
-    pub const GO_CLOSED: u32 = 5;
+    /// end: calls in progress then, ended by a panic, `runtime.Goexit` or an exception,
+    /// or evicted.
+    pub const FRAME_CLOSED: u32 = 5;
     /// How many counters there are.
     pub const COUNT: u32 = 6;
 }

@@ -36,8 +36,12 @@ pub mod kind {
     pub const SAMPLE: u16 = 15;
     /// [`Sample`](super::Sample): the stack a thread blocked in, just before its switch.
     pub const BLOCK_STACK: u16 = 16;
+    /// [`FrameEntry`](super::FrameEntry).
+    pub const FRAME_ENTRY: u16 = 17;
+    /// [`FrameExit`](super::FrameExit).
+    pub const FRAME_EXIT: u16 = 18;
     /// How many kinds there are: their numbers are `1..=COUNT`.
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 18;
     /// [`StackRaw`](super::StackRaw): ring buffers only. The recorder unwinds it and
     /// writes a [`SAMPLE`] or [`BLOCK_STACK`] record in its place.
     pub const STACK_RAW: u16 = 100;
@@ -60,6 +64,8 @@ pub mod kind {
         "go_exit",
         "sample",
         "block_stack",
+        "frame_entry",
+        "frame_exit",
     ];
 }
 
@@ -252,6 +258,41 @@ pub struct GoExit {
     pub g: u64,
 }
 
+/// A native function whose returns are probed at its return instructions (and at its
+/// jumps to other functions) was entered: no uretprobe replaced its return address, which
+/// an exception's unwinder must find. The stack pointer pairs the call with its return.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrameEntry {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The probe-table id of the function.
+    pub func: u32,
+    /// Zero: the padding, explicit.
+    pub _pad: u32,
+    /// The stack pointer, which points at the return address at the entry and at the
+    /// return instruction alike.
+    pub sp: u64,
+}
+
+/// A native function probed as [`FrameEntry`] says left the frame at `sp`: by a return
+/// instruction, with `ret`, or (`tail` 1) by a jump to another function, which returns
+/// for it (its result is then not known here).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrameExit {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// The probe-table id of the function.
+    pub func: u32,
+    /// 1: left by a jump to another function (a tail call); 0: by a return instruction.
+    pub tail: u32,
+    /// The stack pointer (see [`FrameEntry::sp`]).
+    pub sp: u64,
+    /// RAX: the return register (0 at a tail call).
+    pub ret: u64,
+}
+
 /// Kernel frames a [`StackRaw`] carries (the kernel's own limit is 127).
 pub const MAX_KERNEL_FRAMES: usize = 64;
 /// Bytes of a thread's user stack a [`StackRaw`] copies at most, from its stack pointer up
@@ -400,6 +441,8 @@ exact_layout! {
     Usdt { Header, u32, u32, [u64; MAX_USDT_ARGS] }
     GoEntry { Header, u32, u32, u64 }
     GoExit { Header, u32, u32, u64, u64 }
+    FrameEntry { Header, u32, u32, u64 }
+    FrameExit { Header, u32, u32, u64, u64 }
     StackRaw { Header, u32, u32, u64, u64, u64, u64, u32, u32, i32, i32, [u64; MAX_KERNEL_FRAMES], [u8; USER_STACK_BYTES + STACK_PAGE] }
     Sample { Header, u32, u32, u64 }
     UsdtArg { u8, i8, u8, u8, u16, u16, i64 }

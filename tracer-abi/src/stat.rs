@@ -3,12 +3,13 @@
 
 /// Probed functions counting mode can hold (ids 1..MAX_FUNCS).
 pub const MAX_FUNCS: u32 = 1024;
-/// Timed Go calls in progress counting mode can hold (goroutine and function pairs;
-/// least recently used ones make room).
-pub const MAX_GO_CALLS: u32 = 16384;
-/// Timed calls of one Go function under way at once on one goroutine (recursion) that
-/// counting mode can time (a power of two); more are counted, not timed.
-pub const GO_LEVELS: usize = 8;
+/// Timed calls paired by frame in progress counting mode can hold (stack and function
+/// pairs; least recently used ones make room).
+pub const MAX_FRAME_CALLS: u32 = 16384;
+/// Timed calls of one function paired by frame under way at once on one goroutine or
+/// thread (recursion) that counting mode can time (a power of two); more are counted,
+/// not timed.
+pub const FRAME_LEVELS: usize = 8;
 /// System call numbers counting mode can hold.
 pub const MAX_SYSCALLS: u32 = 512;
 /// Buckets of the latency histograms: bucket `i` counts durations in `[2^i, 2^(i+1))` ns,
@@ -29,8 +30,8 @@ pub struct FuncStat {
     pub total_ns: u64,
     /// Their durations, in log2 buckets ([`HIST_BUCKETS`]).
     pub hist: [u64; HIST_BUCKETS],
-    /// Calls chosen to be timed that were not: a Go function's call under more timed
-    /// calls of it on its goroutine than [`GO_LEVELS`] (recursion).
+    /// Calls chosen to be timed that were not: a call paired by frame under more timed
+    /// calls of it on its goroutine or thread than [`FRAME_LEVELS`] (recursion).
     pub untimed: u64,
 }
 

@@ -1,6 +1,10 @@
 //! Probed functions of C, C++, Rust and other native code: `func_entry` and `func_exit`,
 //! a uprobe and uretprobe pair shared by every probed function (the attach cookie is the
 //! function's id in the probe table), and counting mode's uprobe session `func_session`.
+//! In a program that throws exceptions, whose unwinder would not find a return address a
+//! uretprobe replaced, `frame_entry` and a uprobe on each return instruction
+//! (`frame_return`) and jump to another function (`frame_tail`) instead, paired by the
+//! stack pointer as Go's are.
 
 use aya_ebpf::{
     helpers::generated::bpf_get_attach_cookie,
@@ -116,4 +120,90 @@ pub fn func_session(ctx: *mut core::ffi::c_void) -> u32 {
 #[link_section = "uprobe"]
 pub fn func_session_empty(_ctx: *mut core::ffi::c_void) -> u32 {
     1
+}
+
+/// The stack pointer: at the entry probe (which skips no instruction that moves it) and
+/// at a return instruction or a tail call's jump alike, it points at the return address.
+#[inline(always)]
+fn stack_pointer(ctx: &ProbeContext) -> u64 {
+    // SAFETY: the probe's saved registers, a valid context.
+    unsafe { (*ctx.regs).rsp }
+}
+
+/// Counting mode's key for a native thread's stack, where a Go call's is its goroutine:
+/// the top bit set, which no goroutine's address has.
+#[inline(always)]
+pub fn thread_stack(tid: u32) -> u64 {
+    (1 << 63) | tid as u64
+}
+
+/// A frame's height on a thread's stack, greater with depth as a goroutine frame's is.
+#[inline(always)]
+fn thread_height(sp: u64) -> u64 {
+    0u64.wrapping_sub(sp)
+}
+
+/// Entry of a native function whose returns are probed at their instructions.
+#[uprobe]
+pub fn frame_entry(ctx: ProbeContext) -> u32 {
+    // SAFETY: helper reading this program's attach cookie.
+    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let (tgid, tid) = current();
+    if !probed(tgid, tid) {
+        return 0;
+    }
+    let sp = stack_pointer(&ctx);
+    if counting() {
+        let height = || thread_height(sp);
+        stat::frame_entry(tgid, func, thread_stack(tid), height, now(), &config());
+        return 0;
+    }
+    emit(FrameEntry {
+        h: header(tid, kind::FRAME_ENTRY),
+        func,
+        _pad: 0,
+        sp,
+    });
+    0
+}
+
+/// One of the return instructions of a function `frame_entry` probes.
+#[uprobe]
+pub fn frame_return(ctx: ProbeContext) -> u32 {
+    frame_left(&ctx, false);
+    0
+}
+
+/// One of the jumps to another function (tail calls) of a function `frame_entry` probes.
+#[uprobe]
+pub fn frame_tail(ctx: ProbeContext) -> u32 {
+    frame_left(&ctx, true);
+    0
+}
+
+#[inline(always)]
+fn frame_left(ctx: &ProbeContext, tail: bool) {
+    // SAFETY: helper reading this program's attach cookie.
+    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let (tgid, tid) = current();
+    // A tail call's result is its callee's, not known here.
+    // SAFETY: the probe's saved registers, a valid context.
+    let ret = if tail { 0 } else { unsafe { (*ctx.regs).rax } };
+    let sp = stack_pointer(ctx);
+    if counting() {
+        // As Go's returns: the lookup keyed by the process is the filter too.
+        let height = || thread_height(sp);
+        stat::frame_return(tgid, func, thread_stack(tid), height, ret, now());
+        return;
+    }
+    if !probed(tgid, tid) {
+        return;
+    }
+    emit(FrameExit {
+        h: header(tid, kind::FRAME_EXIT),
+        func,
+        tail: tail as u32,
+        sp,
+        ret,
+    });
 }

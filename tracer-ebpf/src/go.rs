@@ -2,7 +2,7 @@
 //! Go's stacks, but a probe on the entry and on each return instruction, paired by
 //! goroutine (the `g` in R14), not by thread: a goroutine can resume on another thread.
 //! Recording sends both ends; counting mode counts at the entry and times the chosen
-//! calls at their return (`stat::go_entry`, `stat::go_return`).
+//! calls at their return (`stat::frame_entry`, `stat::frame_return`).
 
 use aya_ebpf::{
     helpers::{bpf_probe_read_user, generated::bpf_get_attach_cookie},
@@ -78,7 +78,7 @@ fn go_entered(ctx: &ProbeContext) {
     if counting() {
         let g = goroutine(ctx);
         let height = || frame_height(g, stack_pointer(ctx));
-        stat::go_entry(tgid, func, g, height, now(), &config());
+        stat::frame_entry(tgid, func, g, height, now(), &config());
         return;
     }
     let g = goroutine(ctx);
@@ -103,7 +103,7 @@ pub fn go_exit(ctx: ProbeContext) -> u32 {
         let ret = unsafe { (*ctx.regs).rax };
         let g = goroutine(&ctx);
         let height = || frame_height(g, stack_pointer(&ctx));
-        stat::go_return(tgid, func, g, height, ret, now());
+        stat::frame_return(tgid, func, g, height, ret, now());
         return 0;
     }
     if !probed(tgid, tid) {

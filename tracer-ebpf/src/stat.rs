@@ -11,9 +11,11 @@
 //! function is also recorded in full (entry, exit, and the thread's syscalls and switches
 //! while inside it) through the ring buffers.
 //!
-//! Go functions cannot have their returns probed by sessions (the uretprobe mechanism
-//! breaks Go's stacks): their entry probe counts and chooses as a session's entry does,
-//! and each return instruction's probe closes the timed calls it finds in `GO_CALLS`.
+//! Functions whose returns are probed at their instructions (Go's, whose stacks a
+//! uretprobe breaks, and native ones in programs that throw exceptions, which a
+//! uretprobe ends) have no sessions: their entry probe counts and chooses as a session's
+//! entry does, and each return instruction's probe closes the timed calls it finds in
+//! `FRAME_CALLS`, matched by frame.
 
 use aya_ebpf::{
     bindings::BPF_ANY,
@@ -482,48 +484,53 @@ pub fn wakeup(waker: Option<*mut ThreadSched>, wakee: *mut ThreadSched, now: u64
     }
 }
 
-/// A Go call being timed: by process (a machine-wide probe's goroutine addresses repeat
-/// across processes of one binary), goroutine and function.
+/// Calls being timed: by process (a machine-wide probe's goroutine addresses repeat
+/// across processes of one binary), stack (a goroutine, or a native thread: see
+/// `calls::thread_stack`) and function.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct GoKey {
-    g: u64,
+pub struct FrameKey {
+    stack: u64,
     tgid: u32,
     func: u32,
 }
 
-/// The timed calls of one function in progress on one goroutine, innermost last: where
-/// each one's frame is (its height: the goroutine's stack top minus the stack pointer at
-/// its entry, which Go's moving of stacks keeps) and when it started. Matching a return
-/// to its call by height, not by counting entries and returns, keeps the times right when
-/// a panic leaves calls without a return: a call whose frame is at or below the one
+/// The timed calls of one function in progress on one stack, innermost last: where each
+/// one's frame is (its height, which grows with depth: for a goroutine its stack's top
+/// minus the stack pointer at its entry, which Go's moving of stacks keeps; for a thread
+/// the stack pointer negated) and when it started. Matching a return to its call by
+/// height, not by counting entries and returns, keeps the times right when a panic or an
+/// exception leaves calls without a return: a call whose frame is at or below the one
 /// entering or returning is over.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct GoCall {
+struct FrameCalls {
     timed: u32,
     _pad: u32,
-    height: [u64; GO_LEVELS],
-    start: [u64; GO_LEVELS],
+    height: [u64; FRAME_LEVELS],
+    start: [u64; FRAME_LEVELS],
 }
 
-/// Timed Go calls in progress. Least recently used entries make room: a goroutine that
-/// dies inside a timed call (a panic, `runtime.Goexit`) leaves its entry behind.
+/// Timed calls paired by frame in progress. Least recently used entries make room: a
+/// goroutine that dies inside a timed call (a panic, `runtime.Goexit`), or a thread's
+/// call that an exception ends with none of the function's calls after it, leaves its
+/// entry behind.
 #[btf_map]
-static GO_CALLS: LruHashMap<GoKey, GoCall, { MAX_GO_CALLS as usize }> = LruHashMap::new();
+static FRAME_CALLS: LruHashMap<FrameKey, FrameCalls, { MAX_FRAME_CALLS as usize }> =
+    LruHashMap::new();
 
 /// How many of the timed calls of `e` are still under way: the innermost ones whose
 /// frame `over` says is gone are dropped.
 ///
-/// SAFETY: `e` is our own map's value, written only by its goroutine.
+/// SAFETY: `e` is our own map's value, written only by its stack's goroutine or thread.
 #[inline(always)]
-unsafe fn go_live(e: *const GoCall, over: impl Fn(u64) -> bool) -> u32 {
+unsafe fn frame_live(e: *const FrameCalls, over: impl Fn(u64) -> bool) -> u32 {
     let mut k = (*e).timed;
-    for _ in 0..GO_LEVELS {
+    for _ in 0..FRAME_LEVELS {
         if k == 0 {
             break;
         }
-        let i = core::hint::black_box((k - 1) as usize) & (GO_LEVELS - 1);
+        let i = core::hint::black_box((k - 1) as usize) & (FRAME_LEVELS - 1);
         if !over((*e).height[i]) {
             break;
         }
@@ -532,28 +539,36 @@ unsafe fn go_live(e: *const GoCall, over: impl Fn(u64) -> bool) -> u32 {
     k
 }
 
-/// Entry of Go function `func` by goroutine `g` of process `tgid` at `now`, its frame at
-/// `height()`: counted, and timed as a session's entry would choose. An untimed call with
-/// no timed one of the same function under way on its goroutine leaves nothing, so that
+/// Entry of function `func` on `stack` (a goroutine or a thread) of process `tgid` at
+/// `now`, its frame at `height()`: counted, and timed as a session's entry would choose.
+/// An untimed call with no timed one of the same function under way on its stack leaves
+/// nothing, so that
 /// its returns cost one failed lookup; a timed call inside a timed one (recursion) takes
-/// one of its `GO_LEVELS` slots.
+/// one of its `FRAME_LEVELS` slots.
 #[inline(always)]
-pub fn go_entry(tgid: u32, func: u32, g: u64, height: impl Fn() -> u64, now: u64, c: &Config) {
+pub fn frame_entry(
+    tgid: u32,
+    func: u32,
+    stack: u64,
+    height: impl Fn() -> u64,
+    now: u64,
+    c: &Config,
+) {
     let Some(n) = count(func) else {
         return;
     };
-    let key = GoKey { g, tgid, func };
-    if let Some(e) = GO_CALLS.get_ptr_mut(&key) {
+    let key = FrameKey { stack, tgid, func };
+    if let Some(e) = FRAME_CALLS.get_ptr_mut(&key) {
         let h = height();
-        // SAFETY: our own map's value, written only by goroutine `g`, which runs on one
-        // thread at a time.
+        // SAFETY: our own map's value, written only by `stack`'s goroutine (which runs on
+        // one thread at a time) or thread.
         let k = unsafe {
             // Deeper timed calls are over (a greater height is deeper: the stack grows
             // down from its top), and so is one whose frame this call now takes.
-            let mut k = go_live(e, |at| at >= h);
+            let mut k = frame_live(e, |at| at >= h);
             if chosen(func, n, now, c) {
-                if (k as usize) < GO_LEVELS {
-                    let i = core::hint::black_box(k as usize) & (GO_LEVELS - 1);
+                if (k as usize) < FRAME_LEVELS {
+                    let i = core::hint::black_box(k as usize) & (FRAME_LEVELS - 1);
                     (*e).height[i] = h;
                     (*e).start[i] = now;
                     k += 1;
@@ -565,27 +580,27 @@ pub fn go_entry(tgid: u32, func: u32, g: u64, height: impl Fn() -> u64, now: u64
             k
         };
         if k == 0 {
-            let _ = GO_CALLS.remove(&key);
-            bump(counter::GO_CLOSED);
+            let _ = FRAME_CALLS.remove(&key);
+            bump(counter::FRAME_CLOSED);
         }
         return;
     }
     if !chosen(func, n, now, c) {
         return;
     }
-    let mut call = GoCall {
+    let mut call = FrameCalls {
         timed: 1,
         _pad: 0,
-        height: [0; GO_LEVELS],
-        start: [0; GO_LEVELS],
+        height: [0; FRAME_LEVELS],
+        start: [0; FRAME_LEVELS],
     };
     call.height[0] = height();
     call.start[0] = now;
-    if GO_CALLS.insert(&key, &call, BPF_ANY as u64).is_err() {
+    if FRAME_CALLS.insert(&key, &call, BPF_ANY as u64).is_err() {
         untimed(func);
         bump(counter::STAT_FULL);
     } else {
-        bump(counter::GO_OPENED);
+        bump(counter::FRAME_OPENED);
     }
 }
 
@@ -599,20 +614,27 @@ fn untimed(func: u32) {
     }
 }
 
-/// A return instruction of Go function `func` on goroutine `g` of process `tgid`,
-/// returning `ret` at `now` from the frame at `height()`: closes the timed call whose
-/// frame that is, if any, and drops deeper ones (left by a panic).
+/// A return instruction of function `func` on `stack` of process `tgid`, returning `ret`
+/// at `now` from the frame at `height()`: closes the timed call whose frame that is, if
+/// any, and drops deeper ones (left by a panic or an exception).
 #[inline(always)]
-pub fn go_return(tgid: u32, func: u32, g: u64, height: impl Fn() -> u64, ret: u64, now: u64) {
-    let key = GoKey { g, tgid, func };
-    let Some(e) = GO_CALLS.get_ptr_mut(&key) else {
+pub fn frame_return(
+    tgid: u32,
+    func: u32,
+    stack: u64,
+    height: impl Fn() -> u64,
+    ret: u64,
+    now: u64,
+) {
+    let key = FrameKey { stack, tgid, func };
+    let Some(e) = FRAME_CALLS.get_ptr_mut(&key) else {
         return;
     };
     let h = height();
     // SAFETY: as in `go_entry`.
     let (k, start) = unsafe {
-        let mut k = go_live(e, |at| at > h);
-        let i = core::hint::black_box(k.wrapping_sub(1) as usize) & (GO_LEVELS - 1);
+        let mut k = frame_live(e, |at| at > h);
+        let i = core::hint::black_box(k.wrapping_sub(1) as usize) & (FRAME_LEVELS - 1);
         let start = if k > 0 && (*e).height[i] == h {
             k -= 1;
             (*e).start[i]
@@ -626,7 +648,7 @@ pub fn go_return(tgid: u32, func: u32, g: u64, height: impl Fn() -> u64, ret: u6
         timed(func, now.saturating_sub(start), ret);
     }
     if k == 0 {
-        let _ = GO_CALLS.remove(&key);
-        bump(counter::GO_CLOSED);
+        let _ = FRAME_CALLS.remove(&key);
+        bump(counter::FRAME_CLOSED);
     }
 }

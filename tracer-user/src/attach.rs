@@ -103,7 +103,7 @@ impl Probes {
         // probed before they run. In a library, for this process only: a machine-wide
         // probe there would trap every process on the machine.
         let everywhere = match point {
-            Point::Function(f) if f.language == Language::Go => kernel.machine_wide(),
+            Point::Function(f) if f.exit != Exit::Uretprobe => kernel.machine_wide(),
             Point::Function(_) => sessions || kernel.machine_wide(),
             Point::Usdt(_) => false,
         } && procfs::exe_identity(pid) == file_identity(&binary);
@@ -118,7 +118,7 @@ impl Probes {
         };
         match point {
             // Counting mode: a session, the return probed only when the entry asks.
-            Point::Function(f) if f.language != Language::Go && sessions => {
+            Point::Function(f) if f.exit == Exit::Uretprobe && sessions => {
                 if !everywhere {
                     self.per_process.insert(i);
                 }
@@ -128,7 +128,7 @@ impl Probes {
             // probed, where the other order leaves the calls entered in between open
             // until the end.
             Point::Function(f) => match &f.exit {
-                Exit::Returns(rets) if f.language == Language::Go => {
+                Exit::Returns { rets, .. } if f.language == Language::Go => {
                     for &r in rets {
                         at(Prog::GoReturn, r, None)?;
                     }
@@ -139,6 +139,15 @@ impl Probes {
                         _ => Prog::GoEntryCheck,
                     };
                     at(entry, f.file_offset, None)?;
+                }
+                Exit::Returns { rets, tails } => {
+                    for &r in rets {
+                        at(Prog::FrameReturn, r, None)?;
+                    }
+                    for &t in tails {
+                        at(Prog::FrameTail, t, None)?;
+                    }
+                    at(Prog::FrameEntry, f.file_offset, None)?;
                 }
                 _ => {
                     at(Prog::Return, f.file_offset, None)?;

@@ -63,6 +63,12 @@ pub enum Prog {
     GoEntryCheck,
     /// One of a Go function's return instructions.
     GoReturn,
+    /// A native function's entry, its returns probed at their instructions.
+    FrameEntry,
+    /// One of such a function's return instructions.
+    FrameReturn,
+    /// One of such a function's jumps to another function (a tail call).
+    FrameTail,
     /// A USDT probe.
     Usdt,
     /// Counting mode: a function's entry and, when the entry asks, its return (a uprobe
@@ -81,6 +87,9 @@ fn prog_name(prog: Prog, empty: bool) -> &'static str {
         (Prog::GoEntry, false) => "go_entry",
         (Prog::GoEntryCheck, false) => "go_entry_check",
         (Prog::GoReturn, false) => "go_exit",
+        (Prog::FrameEntry, false) => "frame_entry",
+        (Prog::FrameReturn, false) => "frame_return",
+        (Prog::FrameTail, false) => "frame_tail",
         (Prog::Usdt, false) => "usdt",
     }
 }
@@ -229,6 +238,9 @@ impl Kernel {
             Prog::GoEntry,
             Prog::GoEntryCheck,
             Prog::GoReturn,
+            Prog::FrameEntry,
+            Prog::FrameReturn,
+            Prog::FrameTail,
         ] {
             for empty in [false, true] {
                 let name = prog_name(prog, empty);
@@ -614,9 +626,9 @@ impl Kernel {
 
     /// Counting mode: timed Go calls opened and not closed by a return (in progress, or
     /// ended by a panic or `runtime.Goexit`, or pushed out of their map).
-    pub fn go_unclosed(&self) -> Result<u64> {
-        let opened: u64 = self.counters.get(&counter::GO_OPENED, 0)?.iter().sum();
-        let closed: u64 = self.counters.get(&counter::GO_CLOSED, 0)?.iter().sum();
+    pub fn frames_unclosed(&self) -> Result<u64> {
+        let opened: u64 = self.counters.get(&counter::FRAME_OPENED, 0)?.iter().sum();
+        let closed: u64 = self.counters.get(&counter::FRAME_CLOSED, 0)?.iter().sum();
         Ok(opened.saturating_sub(closed))
     }
 
@@ -750,7 +762,7 @@ fn size_maps<'a>(
     if config.stat_mode == 0 {
         // Counting mode's hash maps are preallocated (tens of MiB, long to create)
         // and never touched when recording.
-        for map in ["SCHED", "SAMPLED", "GO_CALLS"] {
+        for map in ["SCHED", "SAMPLED", "FRAME_CALLS"] {
             loader.map_max_entries(map, 1);
         }
     }

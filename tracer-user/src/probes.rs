@@ -127,28 +127,45 @@ fn usdt_parts(spec: &str) -> Result<(Option<&str>, &str, &str)> {
     })
 }
 
-/// A warning for each target whose functions are probed for their returns and that can
-/// throw exceptions: one thrown through such a call ends the process. The kernel keeps the
-/// real return address where the unwinder cannot see it, and cannot be asked to put it
-/// back: `bpf_probe_write_user` is refused under lockdown, as on this project's machine.
-pub fn exception_warnings(resolved: &[Resolved], targets: &[Target]) -> Vec<String> {
+/// For each target that throws exceptions and has probed native functions, one line
+/// (`warning: ...` or `note: ...`) on how their returns are probed: at their instructions
+/// (symbolizer's choice there), or with uretprobes under `--unsafe-returns`, when an
+/// exception thrown out of a probed call ends the process: the kernel keeps the real
+/// return address where the unwinder cannot see it, and cannot be asked to put it back
+/// (`bpf_probe_write_user` is refused under lockdown, as on this project's machine).
+pub fn exception_notes(resolved: &[Resolved], targets: &[Target]) -> Vec<String> {
     let mut out = Vec::new();
     for t in targets {
-        let probed = (resolved.iter())
-            .filter(|r| r.pids.contains(&t.pid))
-            .find_map(|r| match &r.point {
-                Point::Function(f) if f.exit == Exit::Uretprobe => Some(f.name.as_str()),
-                _ => None,
-            });
-        let Some(probed) = probed else {
+        let native = |uretprobe: bool| {
+            (resolved.iter())
+                .filter(|r| r.pids.contains(&t.pid))
+                .find_map(|r| match &r.point {
+                    Point::Function(f)
+                        if f.language == Language::Native
+                            && (f.exit == Exit::Uretprobe) == uretprobe =>
+                    {
+                        Some(f.name.as_str())
+                    }
+                    _ => None,
+                })
+        };
+        let (hijacked, at_returns) = (native(true), native(false));
+        if hijacked.is_none() && at_returns.is_none() {
+            continue;
+        }
+        let Some(why) = symbolizer::throws_exceptions(&t.target) else {
             continue;
         };
-        if let Some(why) = symbolizer::throws_exceptions(&t.target) {
-            let who = t
-                .pid
-                .map_or("the command".to_string(), |p| format!("process {p}"));
+        let who = t
+            .pid
+            .map_or("the command".to_string(), |p| format!("process {p}"));
+        if let Some(probed) = hijacked {
             out.push(format!(
-                "{who} throws exceptions ({why}): one thrown out of {probed} while it runs ends the process (std::terminate), the kernel's return probe hiding the call's return address from the unwinder; probe functions no exception leaves"
+                "warning: {who} throws exceptions ({why}): one thrown out of {probed} while it runs ends the process (std::terminate), the kernel's return probe hiding the call's return address from the unwinder; without --unsafe-returns returns are probed at their instructions"
+            ));
+        } else {
+            out.push(format!(
+                "note: {who} throws exceptions ({why}), which a return probe's hidden return address would turn into std::terminate: its functions' returns are probed at their return instructions and tail calls instead, each single-stepped (dearer than a uretprobe on most machines; --unsafe-returns if no exception leaves a probed call)"
             ));
         }
     }
@@ -175,16 +192,31 @@ fn resolve_one(
         return Ok(probes.into_iter().map(Point::Usdt).collect());
     }
     let matches = symbolizer::resolve(target, spec, &matching)?;
+    // A glob's functions that cannot be probed (or their returns) are left out, named,
+    // when others can be; a function named alone is refused.
+    let glob = spec.contains(['*', '?', '[']);
+    // What cannot be probed, and why.
+    let refusal = |m: &symbolizer::FunctionMatch| match (&m.unprobeable, &m.exit) {
+        (Some(why), _) => Some((m.name.clone(), why.clone())),
+        (None, Exit::Refused(why)) => {
+            let what = match m.language {
+                Language::Go => "Go function ",
+                Language::Native => "",
+            };
+            Some((format!("the returns of {what}{}", m.name), why.clone()))
+        }
+        _ => None,
+    };
+    let probeable = matches.iter().filter(|m| refusal(m).is_none()).count();
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for m in matches {
-        if let Exit::Refused(why) = &m.exit {
-            let what = if m.language == Language::Go {
-                "Go function "
-            } else {
-                ""
-            };
-            bail!("cannot probe the returns of {what}{}: {why}", m.name);
+        if let Some((what, why)) = refusal(&m) {
+            if glob && probeable > 0 {
+                warnings.push((m.name.clone(), format!("not probed: {why}")));
+                continue;
+            }
+            bail!("cannot probe {what}: {why}");
         }
         if let Some(w) = &m.warning {
             warnings.push((m.name.clone(), w.clone()));
@@ -419,12 +451,13 @@ pub fn usdt_spec(u: &UsdtProbe) -> tracer_abi::UsdtSpec {
 }
 
 /// With `--sample N` in counting mode, says in one line which probes it does not record
-/// in full: Go functions (a goroutine moves between threads, so a thread's events while a
-/// sampled call is under way are not that call's) and USDT probes (hits, with no call).
+/// in full: functions whose returns are probed at their instructions (their calls are
+/// paired by frame in the kernel, which a goroutine moving between threads keeps apart
+/// from the thread's events) and USDT probes (hits, with no call).
 pub fn unsampled_note(resolved: &[Resolved]) -> Option<String> {
     let names: Vec<String> = (resolved.iter())
         .filter(|r| match &r.point {
-            Point::Function(f) => f.language == Language::Go,
+            Point::Function(f) => f.exit != Exit::Uretprobe,
             Point::Usdt(_) => true,
         })
         .map(|r| r.point.name())
@@ -433,7 +466,7 @@ pub fn unsampled_note(resolved: &[Resolved]) -> Option<String> {
         return None;
     }
     Some(format!(
-        "--sample records no call of Go functions or hit of USDT probes in full (a goroutine moves between threads, whose events are then not its own); they are still counted, and Go calls timed: {}",
+        "--sample records no call of functions whose returns are probed at their instructions (Go's, and those of programs that throw exceptions) or hit of USDT probes in full (a goroutine moves between threads, whose events are then not its own); they are still counted, and their calls timed: {}",
         names.join(", ")
     ))
 }

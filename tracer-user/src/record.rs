@@ -229,8 +229,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             .as_ref()
             .map(|st| st.cut.iter().map(|(k, &n)| (k.clone(), n)).collect())
             .unwrap_or_default(),
-        go_unclosed: match mode {
-            Mode::Stat(_) => s.kernel.go_unclosed()?,
+        frames_unclosed: match mode {
+            Mode::Stat(_) => s.kernel.frames_unclosed()?,
             Mode::Trace { .. } => 0,
         },
         windows: match &mode {

@@ -192,8 +192,8 @@ impl Targets {
         }
         roots.extend(probes::by_executable(&members));
         let resolved = probes::resolve_all(&opts.uprobes, &roots, opts.matching)?;
-        for w in probes::exception_warnings(&resolved, &roots) {
-            eprintln!("tracer: warning: {w}");
+        for line in probes::exception_notes(&resolved, &roots) {
+            eprintln!("tracer: {line}");
         }
         if opts.stat.is_some_and(|s| s.sample_every != 0) {
             if let Some(note) = probes::unsampled_note(&resolved) {

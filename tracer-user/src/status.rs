@@ -43,7 +43,7 @@ pub struct RecordSummary {
     /// With `--stacks`: stacks whose user frames were cut short, by reason.
     pub stacks_cut: BTreeMap<String, u64>,
     /// Counting mode: timed Go calls that had not returned at the end.
-    pub go_unclosed: u64,
+    pub frames_unclosed: u64,
     /// Counting mode: windows of counts written (records are then only the losses).
     pub windows: Option<u64>,
     /// The launched command's exit status, when it ended the recording by exiting.
@@ -149,11 +149,11 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             s.stacks_shed
         )?;
     }
-    if s.go_unclosed > 0 {
+    if s.frames_unclosed > 0 {
         writeln!(
             out,
-            "  {} timed Go calls had not returned at the end (under way then, or ended by a panic or runtime.Goexit): not in the times",
-            s.go_unclosed
+            "  {} timed calls paired by frame (Go's, and those of programs that throw) had not returned at the end (under way then, or ended by a panic, runtime.Goexit or an exception): not in the times",
+            s.frames_unclosed
         )?;
     }
     if s.uncertain_probes > 0 {

@@ -49,8 +49,9 @@ pub struct Watch {
     min_ns: u64,
     pub after: Duration,
     /// Entry times of calls under way, per thread, or per goroutine for Go (a stack: calls
-    /// may nest).
-    open: HashMap<Caller, Vec<u64>>,
+    /// may nest), with their frame's stack pointer when their returns are probed at
+    /// their instructions (0 otherwise).
+    open: HashMap<Caller, Vec<(u64, u64)>>,
     /// The first call that took long enough: (thread, ns).
     fired: Option<(u32, u64)>,
 }
@@ -79,15 +80,23 @@ impl Watch {
     /// One drained record.
     pub fn see(&mut self, ts: u64, tid: u32, event: &Event) {
         match *event {
-            Event::FuncEntry { func } if func == self.func => self.entry(Caller::Thread(tid), ts),
+            Event::FuncEntry { func } if func == self.func => {
+                self.entry(Caller::Thread(tid), ts, 0)
+            }
+            Event::FrameEntry { func, sp } if func == self.func => {
+                self.entry(Caller::Thread(tid), ts, sp)
+            }
             Event::GoEntry { func, g, .. } if func == self.func => {
-                self.entry(Caller::Goroutine(g), ts)
+                self.entry(Caller::Goroutine(g), ts, 0)
             }
             Event::FuncExit { func, .. } if func == self.func => {
-                self.exit(Caller::Thread(tid), tid, ts)
+                self.exit(Caller::Thread(tid), tid, ts, 0)
+            }
+            Event::FrameExit { func, sp, .. } if func == self.func => {
+                self.exit(Caller::Thread(tid), tid, ts, sp)
             }
             Event::GoExit { func, g, .. } if func == self.func => {
-                self.exit(Caller::Goroutine(g), tid, ts)
+                self.exit(Caller::Goroutine(g), tid, ts, 0)
             }
             Event::Exit { .. } => {
                 // A thread that exits inside a call never returns from it.
@@ -97,12 +106,28 @@ impl Watch {
         }
     }
 
-    fn entry(&mut self, who: Caller, ts: u64) {
-        self.open.entry(who).or_default().push(ts);
+    /// A call entered at `ts`, its frame at `sp` (0: not known): calls whose frame is at
+    /// or below it are over (left by an exception).
+    fn entry(&mut self, who: Caller, ts: u64, sp: u64) {
+        let open = self.open.entry(who).or_default();
+        if sp != 0 {
+            while open.pop_if(|c| c.1 != 0 && c.1 <= sp).is_some() {}
+        }
+        open.push((ts, sp));
     }
 
-    fn exit(&mut self, who: Caller, tid: u32, ts: u64) {
-        let Some(entry) = self.open.get_mut(&who).and_then(Vec::pop) else {
+    /// A call left at `ts` from the frame at `sp` (0: not known, the innermost call).
+    fn exit(&mut self, who: Caller, tid: u32, ts: u64, sp: u64) {
+        let Some(open) = self.open.get_mut(&who) else {
+            return;
+        };
+        if sp != 0 {
+            while open.pop_if(|c| c.1 != 0 && c.1 < sp).is_some() {}
+            if open.last().is_none_or(|c| c.1 != sp) {
+                return;
+            }
+        }
+        let Some((entry, _)) = open.pop() else {
             return;
         };
         let ns = ts.saturating_sub(entry);

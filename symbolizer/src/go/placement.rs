@@ -56,7 +56,10 @@ impl GoBinary {
             _ if code.len() as u64 != size => Exit::Refused("its code is not all in the file".into()),
             _ if !returns => Exit::Deferred,
             _ => match ret_offsets(code, addr) {
-                Ok(rets) => Exit::Returns(rets.into_iter().map(|r| off + r).collect()),
+                Ok(rets) => Exit::Returns {
+                    rets: rets.into_iter().map(|r| off + r).collect(),
+                    tails: Vec::new(),
+                },
                 Err(e) => Exit::Refused(e),
             },
         };

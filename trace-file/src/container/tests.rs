@@ -166,7 +166,7 @@ fn header_layout_is_as_documented() {
     w.chunk(ChunkKind::Events, b"abc").unwrap();
     let b = w.into_inner();
     assert_eq!(&b[..8], b"TRACEBPF");
-    assert_eq!(word(&b, 8), 4);
+    assert_eq!(word(&b, 8), FORMAT_VERSION);
     let h = &b[12..32];
     assert_eq!(h[..4], SYNC);
     assert_eq!(word(h, 4), 5);

@@ -58,6 +58,20 @@ fn all_kinds() -> Vec<Event> {
             g: 0xc000_0012_3400,
             height: 0x7f8,
         },
+        Event::FrameEntry {
+            func: 4,
+            sp: 0x7ffd_1234_5678,
+        },
+        Event::FrameExit {
+            func: 4,
+            sp: 0x7ffd_1234_5678,
+            ret: Some(u64::MAX),
+        },
+        Event::FrameExit {
+            func: 4,
+            sp: 0x7ffd_1234_5678,
+            ret: None,
+        },
     ]
 }
 
@@ -167,6 +181,19 @@ fn ring_records_decode_to_events_of_the_same_kind() {
             stack: 4,
             _pad: 0,
             period: 0,
+        }),
+        bytes(&FrameEntry {
+            h: h(kind::FRAME_ENTRY),
+            func: 2,
+            _pad: 0,
+            sp: 0x7ffd_0000_0008,
+        }),
+        bytes(&FrameExit {
+            h: h(kind::FRAME_EXIT),
+            func: 2,
+            tail: 1,
+            sp: 0x7ffd_0000_0008,
+            ret: 0,
         }),
     ];
     assert_eq!(records.len(), kind::COUNT);

@@ -1,15 +1,59 @@
 //! Calls of probed functions: entries push a thread's stack, exits pop it; Go calls
-//! push and pop their goroutine's, since a goroutine may resume on another thread. USDT
-//! probes are marks on the thread they fire in.
+//! push and pop their goroutine's, since a goroutine may resume on another thread. Calls
+//! whose returns are probed at their instructions (Go's, and native ones in programs that
+//! throw exceptions) are paired with their returns by frame, and a frame seen gone ends
+//! its call as unwound. USDT probes are marks on the thread they fire in.
 
 use super::*;
 
 impl Timeline {
     #[inline]
     pub(super) fn func_entry(&mut self, m: &Merged, func: u32) {
+        self.native_entry(m, func, 0);
+    }
+
+    /// An exit closes the innermost open call of the same function; calls above it were
+    /// left without returning (longjmp, an exception, a lost exit) and end as unwound.
+    #[inline]
+    pub(super) fn func_exit(&mut self, m: &Merged, func: u32, ret: u64) {
+        let r = self.acting(m);
+        let th = &mut self.rt[r as usize];
+        match th.stack.iter().rposition(|c| c.func == func) {
+            None => self.stats.orphan_func_exits += 1,
+            Some(i) => self.close_calls_from(r, m, i, Some(ret)),
+        }
+    }
+
+    /// A call whose returns are probed at their instructions, its frame at `sp`: calls of
+    /// such functions whose frames are at or below it are over (an exception left them,
+    /// or a jump to a function not probed).
+    pub(super) fn frame_entry(&mut self, m: &Merged, func: u32, sp: u64) {
+        let r = self.acting(m);
+        self.unwind_frames(r, m, |at| at <= sp);
+        self.native_entry(m, func, sp);
+    }
+
+    /// A call left the frame at `sp`: it is the innermost open one if that is its function's
+    /// and has that frame; deeper frames are gone.
+    pub(super) fn frame_exit(&mut self, m: &Merged, func: u32, sp: u64, ret: Option<u64>) {
+        let r = self.acting(m);
+        self.unwind_frames(r, m, |at| at < sp);
+        let th = &self.rt[r as usize];
+        match th.stack.last() {
+            Some(c) if c.func == func && c.sp == sp => {
+                self.close_calls_from(r, m, th.stack.len() - 1, ret);
+            }
+            _ => self.stats.orphan_func_exits += 1,
+        }
+    }
+
+    #[inline]
+    fn native_entry(&mut self, m: &Merged, func: u32, sp: u64) {
         let t = m.time;
         let r = self.acting(m);
-        self.rt[r as usize].stack.push((func, t));
+        self.rt[r as usize]
+            .stack
+            .push(OpenCall { func, begin: t, sp });
         self.out.push(Item::FuncEntry {
             thread: r,
             time: t,
@@ -19,44 +63,48 @@ impl Timeline {
         });
     }
 
-    /// An exit closes the innermost open call of the same function; calls above it were
-    /// left without returning (longjmp, an exception, a lost exit) and end as unwound.
-    #[inline]
-    pub(super) fn func_exit(&mut self, m: &Merged, func: u32, ret: u64) {
-        let t = m.time;
-        let r = self.acting(m);
+    /// Ends the open calls of thread `r` from the `i`th: the `i`th returned (with `ret`,
+    /// when known), the ones above it were left without returning.
+    fn close_calls_from(&mut self, r: ThreadRef, m: &Merged, i: usize, ret: Option<u64>) {
         let th = &mut self.rt[r as usize];
-        match th.stack.iter().rposition(|f| f.0 == func) {
-            None => self.stats.orphan_func_exits += 1,
-            Some(i) => {
-                while th.stack.len() > i + 1 {
-                    let (f, b) = th.stack.pop().unwrap_or_default();
-                    let depth = th.stack.len() as u32;
-                    self.out.push(Item::Func(Span {
-                        thread: r,
-                        func: f,
-                        begin: b,
-                        end: t,
-                        depth,
-                        ret: None,
-                        end_kind: SpanEnd::Unwound,
-                        cpu: Some(m.cpu),
-                        goroutine: None,
-                    }));
-                }
-                let (f, b) = th.stack.pop().unwrap_or_default();
-                self.out.push(Item::Func(Span {
-                    thread: r,
-                    func: f,
-                    begin: b,
-                    end: t,
-                    depth: i as u32,
-                    ret: Some(ret),
-                    end_kind: SpanEnd::Returned,
-                    cpu: Some(m.cpu),
-                    goroutine: None,
-                }));
-            }
+        while th.stack.len() > i {
+            let c = th.stack.pop().unwrap_or_default();
+            let depth = th.stack.len() as u32;
+            let returned = th.stack.len() == i;
+            self.out.push(Item::Func(Span {
+                thread: r,
+                func: c.func,
+                begin: c.begin,
+                end: m.time,
+                depth,
+                ret: if returned { ret } else { None },
+                end_kind: if returned {
+                    SpanEnd::Returned
+                } else {
+                    SpanEnd::Unwound
+                },
+                cpu: Some(m.cpu),
+                goroutine: None,
+            }));
+        }
+    }
+
+    /// Ends as unwound, now, the innermost open calls of thread `r` paired by frame whose
+    /// frame `gone` says is gone.
+    fn unwind_frames(&mut self, r: ThreadRef, m: &Merged, gone: impl Fn(u64) -> bool) {
+        let th = &mut self.rt[r as usize];
+        while let Some(c) = th.stack.pop_if(|c| c.sp != 0 && gone(c.sp)) {
+            self.out.push(Item::Func(Span {
+                thread: r,
+                func: c.func,
+                begin: c.begin,
+                end: m.time,
+                depth: th.stack.len() as u32,
+                ret: None,
+                end_kind: SpanEnd::Unwound,
+                cpu: Some(m.cpu),
+                goroutine: None,
+            }));
         }
     }
 
@@ -195,16 +243,16 @@ impl Timeline {
     pub(super) fn close_stack(
         &mut self,
         r: ThreadRef,
-        mut stack: Vec<(u32, u64)>,
+        mut stack: Vec<OpenCall>,
         t: u64,
         cpu: Option<u32>,
         kind: SpanEnd,
     ) {
-        while let Some((func, begin)) = stack.pop() {
+        while let Some(c) = stack.pop() {
             self.out.push(Item::Func(Span {
                 thread: r,
-                func,
-                begin,
+                func: c.func,
+                begin: c.begin,
                 end: t,
                 depth: stack.len() as u32,
                 ret: None,

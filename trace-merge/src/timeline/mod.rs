@@ -71,9 +71,19 @@ struct Rt {
     cpu: Option<u32>,
     /// Still in the state the recorder found it in at attach.
     seeded: bool,
-    stack: Vec<(u32, u64)>,
+    stack: Vec<OpenCall>,
     sys: Option<OpenSys>,
     wake: Option<Pending>,
+}
+
+/// A native call under way, on its thread's stack.
+#[derive(Clone, Copy, Default)]
+struct OpenCall {
+    func: u32,
+    begin: u64,
+    /// The stack pointer at its entry, when its returns are probed at their instructions
+    /// and paired with it by frame (0: by a uretprobe).
+    sp: u64,
 }
 
 /// A Go call under way, on its goroutine's stack.
@@ -329,6 +339,8 @@ impl Timeline {
             } => self.go_exit(m, func, ret, g, height),
             Event::Sample { stack, period } => self.sample(m, stack, period, true),
             Event::BlockStack { stack } => self.sample(m, stack, 0, false),
+            Event::FrameEntry { func, sp } => self.frame_entry(m, func, sp),
+            Event::FrameExit { func, sp, ret } => self.frame_exit(m, func, sp, ret),
         }
     }
 

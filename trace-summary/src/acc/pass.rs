@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap as FastMap;
 use trace_merge::call_time::{CallStack, EndedCall, GoroutineStacks, Split, StateClock};
 use trace_merge::merge::Source;
 use trace_merge::timeline::{
-    Item, LinkKind, Span, StateInterval, SyscallSpan, ThreadState, Timeline,
+    Item, LinkKind, Span, SpanEnd, StateInterval, SyscallSpan, ThreadState, Timeline,
 };
 
 use super::conn::{ConnAcc, OpenConn};
@@ -288,9 +288,11 @@ impl Pass {
     fn ended<const GO: bool>(&mut self, span: &Span, e: &EndedCall<u32>) {
         let r = span.thread;
         let (dur, self_ns) = (e.dur, e.self_ns);
-        let (neg, nonzero, unfinished) = match span.ret {
-            Some(v) => ((v as i64) < 0, v != 0, false),
-            None => (false, false, true),
+        // A call that left by a tail call returned, with a result not known.
+        let unfinished = span.end_kind != SpanEnd::Returned;
+        let (neg, nonzero) = match span.ret {
+            Some(v) => ((v as i64) < 0, v != 0),
+            None => (false, false),
         };
         let slot = e.call.key;
         let inclusive = if e.call.outer { dur } else { 0 };
