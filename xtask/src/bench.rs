@@ -11,7 +11,9 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use trace_file::{ChunkKind, Reader, Trailer};
-use tracer_tests::{build_fixture, build_go_fixture, load, wait_until, Server, ServerOptions};
+use tracer_tests::{
+    build_cpp_fixture, build_fixture, build_go_fixture, load, wait_until, Server, ServerOptions,
+};
 
 use crate::progcost;
 use crate::setup::{status, workspace};
@@ -466,7 +468,8 @@ fn server_overhead(tracer: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A program calling a probed function in a loop: `calls` (C) or `gocalls` (Go).
+/// A program calling a probed function in a loop: `calls` (C), `callspp` (the same in a
+/// program that throws) or `gocalls` (Go).
 struct Calls {
     bin: std::path::PathBuf,
     /// The `-u` spec of its probed function.
@@ -522,24 +525,31 @@ fn calls_run(tracer: &Path, dir: &Path, calls: &Calls, probe: Option<(&str, bool
         .context("calls fixture printed no timing")
 }
 
-/// A C function's uprobe+uretprobe beside a Go function's entry and RET uprobes (Go
-/// functions are never given uretprobes), each plain, with empty programs, recording, and
-/// counting (`tracer stat`: the C function's return probed for 1 call in 64 by its
-/// session, the Go function's RET on every call).
+/// A C function's uprobe+uretprobe beside the same function's entry and RET uprobes in a
+/// program that throws exceptions (no uretprobe there) and a Go function's (Go functions
+/// are never given uretprobes), each plain, with empty programs, recording, and counting
+/// (`tracer stat`: the C function's return probed for 1 call in 64 by its session, the
+/// others' RETs on every call).
 fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
     let c = Calls {
         bin: build_fixture("calls"),
         spec: "probed",
         calls: "2000000",
     };
+    // Their RET probes are single-stepped, each many times the cost of an emulated one.
+    let throws = Calls {
+        bin: build_cpp_fixture("callspp"),
+        spec: "probed",
+        calls: "200000",
+    };
     let go = Calls {
         bin: build_go_fixture("gocalls"),
         spec: "main.probed",
-        // Its probes are single-stepped, each many times the cost of an emulated one.
         calls: "200000",
     };
     let languages = [
         ("C", &c, "uprobe+uretprobe"),
+        ("C/throws", &throws, "entry+RET uprobes"),
         ("Go", &go, "entry+RET uprobes"),
     ];
     // Per language: plain, empty programs, recording, counting.
@@ -549,7 +559,7 @@ fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
         Some(("record", false)),
         Some(("stat", false)),
     ];
-    let mut rounds: [[Vec<f64>; 4]; 2] = Default::default();
+    let mut rounds: [[Vec<f64>; 4]; 3] = Default::default();
     for _ in 0..ROUNDS {
         for (l, (_, calls, _)) in languages.iter().enumerate() {
             for (m, probe) in modes.iter().enumerate() {
@@ -563,7 +573,7 @@ fn probe_cost(tracer: &Path, dir: &Path) -> Result<()> {
         let line = |label: String, ns: f64, over: String, m: usize| {
             let all: Vec<String> = rounds[l][m].iter().map(|r| format!("{r:.1}")).collect();
             println!(
-                "{label:<36} {ns:>8.1} ns {over:<34} rounds {}",
+                "{label:<44} {ns:>8.1} ns {over:<34} rounds {}",
                 all.join(", ")
             );
         };
