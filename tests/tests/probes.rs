@@ -2,6 +2,7 @@
 //! list itself, a path or a library of the system's, as `bpftrace -l 'uprobe:BIN:GLOB'`
 //! takes it. Checked against nm, ldconfig and readelf. And where an entry probe goes.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -259,9 +260,9 @@ fn record_throws(trace: &Path, unsafe_returns: bool) -> std::process::Output {
 /// (`std::terminate`, SIGABRT): so in a program that throws, returns are probed at their
 /// instructions and paired with their entries by the stack pointer. Every call is in the
 /// trace; the ones an exception left end, unwound, where the thread's stack shows them
-/// gone (its next probed call or return at or above their frame), not at the end of the
-/// trace; `hop` returns by its jump. With `--unsafe-returns`, the uretprobes are back
-/// and so is the crash the default avoids.
+/// gone: where the exception is caught (`__cxa_begin_catch`, probed for it), not at the
+/// end of the trace; `hop` returns by its jump. With `--unsafe-returns`, the uretprobes
+/// are back and so is the crash the default avoids.
 #[test]
 fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
     let _serial = serial();
@@ -299,7 +300,32 @@ fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
         assert!(f.max_ns < 20_000_000, "{name}: a call of {} ns", f.max_ns);
     }
     assert_eq!(count(&t, |r| matches!(r.event, Event::FuncExit { .. })), 0);
-    assert!(counted(&o, "caught") > 0);
+    // Where each exception was caught: the calls it left end there.
+    let caught = counted(&o, "caught") + counted(&o, "rec_caught");
+    assert!(caught > 0);
+    assert_eq!(s.function("__cxa_begin_catch").unwrap().calls, caught);
+    use trace_merge::timeline::{Item, SpanEnd};
+    let catch = ids["__cxa_begin_catch"];
+    let mut tl = trace_merge::open(std::slice::from_ref(&trace), &Default::default()).unwrap();
+    let (mut catches, mut unwound) = (HashSet::new(), Vec::new());
+    while let Some(item) = tl.next_item().unwrap() {
+        match item {
+            Item::FuncEntry {
+                thread, time, func, ..
+            } if func == catch => {
+                catches.insert((thread, time));
+            }
+            Item::Func(s) if s.end_kind == SpanEnd::Unwound => unwound.push((s.thread, s.end)),
+            _ => {}
+        }
+    }
+    // leaf's and middle's third, rec's two of five.
+    let left = counted(&o, "leaf") - counted(&o, "leaf_returned") + counted(&o, "middle")
+        - counted(&o, "middle_returned")
+        + counted(&o, "rec")
+        - counted(&o, "rec_returned");
+    assert_eq!(unwound.len() as u64, left);
+    assert!(unwound.iter().all(|u| catches.contains(u)));
 
     let unsafe_trace = dir.path().join("unsafe.trace");
     let o = record_throws(&unsafe_trace, true);

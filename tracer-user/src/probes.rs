@@ -104,7 +104,56 @@ pub fn resolve_all(
             }
         }
     }
+    add_catches(&mut out, targets, matching);
     Ok(out)
+}
+
+/// Where C++ starts handling an exception it caught: the catching function's landing pad
+/// calls it, so at its entry every frame below the catching one is gone.
+const CATCH: &str = "__cxa_begin_catch";
+
+/// In a program whose native returns are probed at their instructions (it throws), the
+/// calls an exception left are known to be over at the thread's next probed entry or
+/// return above their frames; probing [`CATCH`] as well (in the executable, or
+/// libstdc++) ends them where the exception is caught, as its entry's frame says, and
+/// counts the exceptions caught. Where it cannot be found, they end as before.
+fn add_catches(out: &mut Vec<Resolved>, targets: &[Target], matching: Options) {
+    for t in targets {
+        let frames = out.iter().any(|r| {
+            r.pids.contains(&t.pid)
+                && matches!(&r.point, Point::Function(f)
+                    if f.language == Language::Native && matches!(f.exit, Exit::Returns { .. }))
+        });
+        if !frames {
+            continue;
+        }
+        let found = [CATCH.to_string(), format!("libstdc++:{CATCH}")]
+            .iter()
+            .find_map(|spec| symbolizer::resolve(&t.target, spec, &matching).ok());
+        let Some(found) = found else { continue };
+        let pids = std::iter::once(t.pid).chain(t.same_exe.iter().map(|&p| Some(p)));
+        for m in found.into_iter().filter(|m| m.unprobeable.is_none()) {
+            if !matches!(m.exit, Exit::Returns { .. }) {
+                continue;
+            }
+            let point = Point::Function(m);
+            let i = match out.iter().position(|r| r.point.place() == point.place()) {
+                Some(i) => i,
+                None => {
+                    out.push(Resolved {
+                        point,
+                        pids: Vec::new(),
+                    });
+                    out.len() - 1
+                }
+            };
+            for pid in pids.clone() {
+                if !out[i].pids.contains(&pid) {
+                    out[i].pids.push(pid);
+                }
+            }
+        }
+    }
 }
 
 const USDT_SPEC: &str =
@@ -165,7 +214,7 @@ pub fn exception_notes(resolved: &[Resolved], targets: &[Target]) -> Vec<String>
             ));
         } else {
             out.push(format!(
-                "note: {who} throws exceptions ({why}), which a return probe's hidden return address would turn into std::terminate: its functions' returns are probed at their return instructions and tail calls instead, each single-stepped (dearer than a uretprobe on most machines; --unsafe-returns if no exception leaves a probed call)"
+                "note: {who} throws exceptions ({why}), which a return probe's hidden return address would turn into std::terminate: its functions' returns are probed at their return instructions and tail calls instead, each single-stepped (dearer than a uretprobe on most machines; --unsafe-returns if no exception leaves a probed call), and {CATCH} is probed to end the calls an exception leaves where it is caught"
             ));
         }
     }
