@@ -207,7 +207,8 @@ impl Binary {
     /// Probes the returns of native function `m` (one of this binary's) where a uretprobe
     /// is not safe: at its instructions ([`probe::exits`]), or not at all. An entry probe
     /// moved onto an instruction that leaves the function (`lock add; add; jmp other`)
-    /// goes elsewhere: one probe cannot be both.
+    /// goes elsewhere where it can; a function whose first instruction leaves it gets one
+    /// probe for both (see `Exit::Returns`).
     pub fn probe_returns_at_instructions(&self, m: &mut FunctionMatch) {
         let start = m.file_offset - m.skipped;
         if m.size == 0 || m.size > MAX_SCANNED {
@@ -242,10 +243,13 @@ impl Binary {
         let leaves = |at: u64| rets.contains(&at) || tails.contains(&at);
         if leaves(m.skipped) {
             let p = probe::analyze(code, true, leaves);
-            m.skipped = p.skipped;
-            m.file_offset = start + p.skipped;
-            m.warning = p.warning;
-            m.unprobeable = p.refused;
+            // Else the entry stays on the instruction that leaves (`ret`, a thunk's `jmp`):
+            // one probe there is the call's entry and its exit, a call that takes no time.
+            if p.refused.is_none() && !leaves(p.skipped) {
+                m.skipped = p.skipped;
+                m.file_offset = start + p.skipped;
+                m.warning = p.warning;
+            }
         }
         m.exit = Exit::Returns {
             rets: rets.into_iter().map(|r| start + r).collect(),

@@ -129,7 +129,9 @@ pub enum Exit {
     Uretprobe,
     /// With a uprobe at each return instruction and, for native code, at each jump to
     /// another function (a tail call): file offsets. Go functions (the goroutine is in
-    /// R14 at each RET) and native ones in programs that throw exceptions.
+    /// R14 at each RET) and native ones in programs that throw exceptions. Where one is the
+    /// entry probe's own offset (an empty function's `ret`, a thunk's `jmp`), that probe
+    /// is both; none at all is a function that never returns.
     Returns {
         /// The RET instructions.
         rets: Vec<u64>,

@@ -159,9 +159,12 @@ fn lands_nowhere(code: &[u8], start: usize, at: usize) -> bool {
 /// return instructions and of its direct jumps out of its own code (tail calls), found by
 /// decoding all of it (`code`) from its start. The decoding is trusted only when it is
 /// consistent, since a uprobe in the middle of an instruction would corrupt it: every
-/// byte decodes, and every direct branch into the function lands on an instruction found.
+/// byte decodes, and every direct branch into the function lands on an instruction found
+/// (or just past the lock prefix of one: glibc skips the prefix when single-threaded).
 /// A jump to what `own_part` says is another part of the function (its cold part, where
-/// a compiler moved unlikely paths and landing pads) does not leave it.
+/// a compiler moved unlikely paths and landing pads) does not leave it. A function that
+/// never returns (it ends in a call of `abort` or a throw) has no exits: its calls end
+/// where the thread's stack shows them gone.
 pub(crate) fn exits(
     code: &[u8],
     own_part: impl Fn(u64) -> bool,
@@ -170,6 +173,7 @@ pub(crate) fn exits(
     let mut starts = vec![false; code.len()];
     let mut targets = Vec::new();
     let (mut rets, mut tails) = (Vec::new(), Vec::new());
+    let mut indirect = false;
     let mut d = Decoder::with_ip(64, code, 0, DecoderOptions::NONE);
     while d.can_decode() {
         let ins = d.decode();
@@ -185,6 +189,7 @@ pub(crate) fn exits(
         if direct && ins.near_branch_target() < len {
             targets.push(ins.near_branch_target());
         }
+        indirect |= ins.flow_control() == FlowControl::IndirectBranch;
         let leaves = ins.flow_control() == FlowControl::Return
             || (ins.is_jmp_short_or_near()
                 && ins.near_branch_target() >= len
@@ -201,13 +206,14 @@ pub(crate) fn exits(
             tails.push(at);
         }
     }
-    if let Some(t) = targets.iter().find(|&&t| !starts[t as usize]) {
+    let past_lock = |t: usize| t > 0 && starts[t - 1] && code[t - 1] == 0xf0;
+    if let Some(t) = (targets.iter()).find(|&&t| !starts[t as usize] && !past_lock(t as usize)) {
         return Err(format!(
             "a branch of it lands inside an instruction, at `+{t:#x}`: its code is not all instructions, so its returns cannot be found safely"
         ));
     }
-    if rets.is_empty() && tails.is_empty() {
-        return Err("it has no return instruction and no jump to another function (it never returns), so there is no return to probe".into());
+    if rets.is_empty() && tails.is_empty() && indirect {
+        return Err("it leaves only by indirect jumps, which cannot be told from its own branches, so its returns cannot be found".into());
     }
     Ok((rets, tails))
 }
@@ -359,9 +365,19 @@ mod tests {
         assert!(e.contains("lands inside an instruction, at `+0x3`"), "{e}");
         let e = exits(&code(&[&[0x55], &[0x06], &[0xc3]]), |_| false).unwrap_err();
         assert!(e.contains("does not decode at `+0x1: bytes 06 c3`"), "{e}");
-        // Nothing that leaves: a loop, or a call of a function that never returns.
-        let e = exits(&code(&[&[0x90], &[0xeb, 0xfd]]), |_| false).unwrap_err();
-        assert!(e.contains("never returns"), "{e}");
+        // Nothing that leaves but an indirect jump, which may be its switch's.
+        let e = exits(&code(&[&[0x90], &[0xff, 0xe0]]), |_| false).unwrap_err();
+        assert!(e.contains("only by indirect jumps"), "{e}");
+        // Never returning (a loop, or a call of a function that never returns): no exits.
+        let none = exits(&code(&[&[0x90], &[0xeb, 0xfd]]), |_| false).unwrap();
+        assert_eq!(none, (vec![], vec![]));
+        // glibc's jump over a lock prefix lands inside the locked instruction.
+        let c = code(&[
+            &[0x74, 0x01],             // 0: je 3
+            &[0xf0, 0x0f, 0xb1, 0x17], // 2: lock cmpxchg %edx,(%rdi)
+            &[0xc3],                   // 6: ret
+        ]);
+        assert_eq!(exits(&c, |_| false).unwrap(), (vec![6], vec![]));
     }
 
     #[test]

@@ -237,6 +237,10 @@ fn entry_probes_moved_past_a_single_stepped_instruction_see_every_call_once() {
     }
 }
 
+/// The throws fixture's functions: two leave by a tail call (`hop`, `thunk`), two by a
+/// first instruction that leaves (`thunk`, `nothing`).
+const FRAMED: [&str; 6] = ["leaf", "middle", "hop", "thunk", "nothing", "rec"];
+
 /// `tracer record ARGS... -- throws` (the C++ fixture whose exceptions leave probed
 /// calls), its output; `unsafe_returns` adds `--unsafe-returns`.
 fn record_throws(trace: &Path, unsafe_returns: bool) -> std::process::Output {
@@ -246,7 +250,7 @@ fn record_throws(trace: &Path, unsafe_returns: bool) -> std::process::Output {
     if unsafe_returns {
         cmd.arg("--unsafe-returns");
     }
-    for f in ["leaf", "middle", "hop", "rec"] {
+    for f in FRAMED {
         cmd.args(["-u", f]);
     }
     cmd.arg("-o").arg(trace).arg("--").arg(&bin);
@@ -255,7 +259,8 @@ fn record_throws(trace: &Path, unsafe_returns: bool) -> std::process::Output {
 
 /// Exceptions thrown through probed calls of a C++ program (the throws fixture: `leaf`
 /// throws on a third of its calls, through `middle`; `rec` recurses into one caught two
-/// levels up; `hop` leaves by a tail call to `middle`; two threads). A uretprobe hides
+/// levels up; `hop` leaves by a tail call to `middle`, `thunk` is that jump alone and
+/// `nothing` a return instruction alone; two threads). A uretprobe hides
 /// a call's return address from the unwinder, which then ends the program
 /// (`std::terminate`, SIGABRT): so in a program that throws, returns are probed at their
 /// instructions and paired with their entries by the stack pointer. Every call is in the
@@ -276,11 +281,11 @@ fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
     assert_eq!(t.lost, 0);
     let ids = probe_ids(&trace);
     let s = trace_summary::summarize(std::slice::from_ref(&trace)).unwrap();
-    for name in ["leaf", "middle", "hop", "rec"] {
+    for name in FRAMED {
         let id = ids[name];
         let called = counted(&o, name);
         let returned = match name {
-            "hop" => called,
+            "hop" | "thunk" | "nothing" => called,
             _ => counted(&o, &format!("{name}_returned")),
         };
         let entries = count(

@@ -712,7 +712,7 @@ fn go_calls_left_by_a_recovered_panic_do_not_hold_up_the_others() {
 
 /// The same through C++ exceptions (the throws fixture: `leaf` throws on a third of its
 /// calls, through `middle`; `rec`'s exception is caught two levels up; `hop` leaves by a
-/// tail call). The program throws, so its functions' returns are probed at their
+/// tail call, `thunk` is one and `nothing` a return alone). The program throws, so its functions' returns are probed at their
 /// instructions, paired by frame on each thread's stack: every call counted, the timed
 /// ones exactly those that returned (`hop`'s all of them, by its jump), none chosen but
 /// not timed; and the program runs to its end, where a uretprobe would end it.
@@ -723,7 +723,8 @@ fn native_calls_left_by_an_exception_do_not_hold_up_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("throws.stat");
     let mut args: Vec<&std::ffi::OsStr> = vec!["stat".as_ref(), "--exact-latency".as_ref()];
-    for f in ["leaf", "middle", "hop", "rec"] {
+    let framed = ["leaf", "middle", "hop", "thunk", "nothing", "rec"];
+    for f in framed {
         args.extend::<[&std::ffi::OsStr; 2]>(["-u".as_ref(), f.as_ref()]);
     }
     args.extend::<[&std::ffi::OsStr; 4]>([
@@ -735,11 +736,11 @@ fn native_calls_left_by_an_exception_do_not_hold_up_the_others() {
     let out = tracer_ok(&args);
     let ids = probe_ids(&path);
     let f = read(&path);
-    for name in ["leaf", "middle", "hop", "rec"] {
+    for name in framed {
         let id = ids[name];
         let called = counted(&out, name);
         let returned = match name {
-            "hop" => called,
+            "hop" | "thunk" | "nothing" => called,
             _ => counted(&out, &format!("{name}_returned")),
         };
         assert_eq!(calls(&f, id), called, "{name} calls");

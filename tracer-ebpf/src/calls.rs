@@ -146,17 +146,40 @@ fn thread_height(sp: u64) -> u64 {
 /// Entry of a native function whose returns are probed at their instructions.
 #[uprobe]
 pub fn frame_entry(ctx: ProbeContext) -> u32 {
+    frame_entered(&ctx);
+    0
+}
+
+/// The first instruction of such a function when it is a return instruction: the call's
+/// entry and its return at once.
+#[uprobe]
+pub fn frame_through(ctx: ProbeContext) -> u32 {
+    frame_entered(&ctx);
+    frame_left(&ctx, false);
+    0
+}
+
+/// The first instruction of such a function when it is a jump to another (a thunk).
+#[uprobe]
+pub fn frame_through_tail(ctx: ProbeContext) -> u32 {
+    frame_entered(&ctx);
+    frame_left(&ctx, true);
+    0
+}
+
+#[inline(always)]
+fn frame_entered(ctx: &ProbeContext) {
     // SAFETY: helper reading this program's attach cookie.
     let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
     let (tgid, tid) = current();
     if !probed(tgid, tid) {
-        return 0;
+        return;
     }
-    let sp = stack_pointer(&ctx);
+    let sp = stack_pointer(ctx);
     if counting() {
         let height = || thread_height(sp);
         stat::frame_entry(tgid, func, thread_stack(tid), height, now(), &config());
-        return 0;
+        return;
     }
     emit(FrameEntry {
         h: header(tid, kind::FRAME_ENTRY),
@@ -164,7 +187,6 @@ pub fn frame_entry(ctx: ProbeContext) -> u32 {
         _pad: 0,
         sp,
     });
-    0
 }
 
 /// One of the return instructions of a function `frame_entry` probes.

@@ -141,13 +141,24 @@ impl Probes {
                     at(entry, f.file_offset, None)?;
                 }
                 Exit::Returns { rets, tails } => {
+                    // A function whose entry probe's instruction leaves it has one probe
+                    // for both.
+                    let entry = f.file_offset;
                     for &r in rets {
-                        at(Prog::FrameReturn, r, None)?;
+                        match r == entry {
+                            true => at(Prog::FrameThrough, r, None)?,
+                            false => at(Prog::FrameReturn, r, None)?,
+                        }
                     }
                     for &t in tails {
-                        at(Prog::FrameTail, t, None)?;
+                        match t == entry {
+                            true => at(Prog::FrameThroughTail, t, None)?,
+                            false => at(Prog::FrameTail, t, None)?,
+                        }
                     }
-                    at(Prog::FrameEntry, f.file_offset, None)?;
+                    if !rets.contains(&entry) && !tails.contains(&entry) {
+                        at(Prog::FrameEntry, entry, None)?;
+                    }
                 }
                 _ => {
                     at(Prog::Return, f.file_offset, None)?;

@@ -69,6 +69,10 @@ pub enum Prog {
     FrameReturn,
     /// One of such a function's jumps to another function (a tail call).
     FrameTail,
+    /// Such a function's first instruction, when it returns: entry and exit at once.
+    FrameThrough,
+    /// Such a function's first instruction, when it jumps to another (a thunk).
+    FrameThroughTail,
     /// A USDT probe.
     Usdt,
     /// Counting mode: a function's entry and, when the entry asks, its return (a uprobe
@@ -90,6 +94,8 @@ fn prog_name(prog: Prog, empty: bool) -> &'static str {
         (Prog::FrameEntry, false) => "frame_entry",
         (Prog::FrameReturn, false) => "frame_return",
         (Prog::FrameTail, false) => "frame_tail",
+        (Prog::FrameThrough, false) => "frame_through",
+        (Prog::FrameThroughTail, false) => "frame_through_tail",
         (Prog::Usdt, false) => "usdt",
     }
 }
@@ -241,6 +247,8 @@ impl Kernel {
             Prog::FrameEntry,
             Prog::FrameReturn,
             Prog::FrameTail,
+            Prog::FrameThrough,
+            Prog::FrameThroughTail,
         ] {
             for empty in [false, true] {
                 let name = prog_name(prog, empty);
