@@ -231,7 +231,7 @@ impl Binary {
             let i = syms.partition_point(|s| s.addr <= at);
             (syms[..i].iter().rev())
                 .take_while(|s| s.addr == syms[i - 1].addr)
-                .any(|s| at < s.addr + s.size && s.raw.starts_with(&cold))
+                .any(|s| at < s.addr.saturating_add(s.size) && s.raw.starts_with(&cold))
         };
         let (rets, tails) = match probe::exits(code, own_part) {
             Ok(found) => found,

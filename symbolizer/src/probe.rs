@@ -396,4 +396,38 @@ mod tests {
         assert!(why.contains("`lock addq $0x1,0x10(%rip)`"), "{why}");
         assert!(kernel_refuses(&[0x2e, 0xff, 0xe0]) && !kernel_refuses(&[0x66, 0x90]));
     }
+
+    /// Placement and exits over arbitrary bytes (a binary's code is whatever it is): an
+    /// answer or a reason, never a panic; any exit found is an instruction start.
+    #[test]
+    fn arbitrary_code_gets_an_answer() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let len = 1 + (next() % 48) as usize;
+            // Mostly real opcodes' first bytes, to reach past the first instruction.
+            let c: Vec<u8> = (0..len)
+                .map(|_| match next() % 4 {
+                    0 => [0xc3, 0xe9, 0xeb, 0x74, 0xf0, 0x55, 0x48, 0x90][next() as usize % 8],
+                    _ => next() as u8,
+                })
+                .collect();
+            let p = analyze(&c, true, |at| at % 7 == 3);
+            assert!(p.skipped as usize <= c.len());
+            if let Ok((rets, tails)) = exits(&c, |t| t % 5 == 0) {
+                let mut d = Decoder::with_ip(64, &c, 0, DecoderOptions::NONE);
+                let starts: Vec<u64> =
+                    std::iter::from_fn(|| d.can_decode().then(|| d.decode().ip())).collect();
+                assert!(
+                    rets.iter().chain(&tails).all(|e| starts.contains(e)),
+                    "{c:02x?}"
+                );
+            }
+        }
+    }
 }
