@@ -199,6 +199,7 @@ impl Binary {
             source,
             warning: p.warning,
             unprobeable: p.refused,
+            stacks_switch: false,
             language,
             exit,
         })

@@ -67,9 +67,10 @@ pub struct Options {
     /// Accept a non-glob spec that matches several functions (e.g. a C++
     /// overload set or same-named static functions) instead of failing.
     pub allow_multiple: bool,
-    /// Probe the returns of a program that switches stacks itself, which is refused
-    /// otherwise ([`Exit::Refused`]): the user knows no switch happens while a probed
-    /// function runs.
+    /// Probe the returns of a program that switches stacks itself or throws exceptions
+    /// with uretprobes, cheaper than probes at their instructions ([`Exit::Returns`]),
+    /// which they get otherwise: the user knows no switch happens and no exception
+    /// leaves while a probed function runs.
     pub unsafe_returns: bool,
 }
 
@@ -104,6 +105,10 @@ pub struct FunctionMatch {
     /// takes a uprobe (the kernel refuses lock and segment prefixes, silently where the
     /// binary is mapped after the probe is made).
     pub unprobeable: Option<String>,
+    /// Its program switches stacks itself (see `return_hazards`): a call may return on
+    /// another stack than the one its thread runs other calls on, so its returns, probed
+    /// at their instructions, pair with its entry by its exact frame only.
+    pub stacks_switch: bool,
     /// What the function is compiled from, which decides how its returns can be probed.
     pub language: Language,
     /// How to probe the function's returns.
@@ -505,15 +510,11 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
         .map(|i| bin.function_match(i, &located, Detail::Probe))
         .collect::<Result<_, _>>()?;
     if !opts.unsafe_returns && found.iter().any(|m| m.exit == Exit::Uretprobe) {
-        if let Some(why) = scope.switches_stacks() {
-            for m in found.iter_mut().filter(|m| m.exit == Exit::Uretprobe) {
-                m.exit = Exit::Refused(format!(
-                    "{why}: a call may return on another stack than it entered on, and a return probe would then corrupt the process (--unsafe-returns if none switches while it runs)"
-                ));
-            }
-        } else if scope.throws().is_some() {
+        let switches = scope.switches_stacks().is_some();
+        if switches || scope.throws().is_some() {
             for m in found.iter_mut().filter(|m| m.exit == Exit::Uretprobe) {
                 bin.probe_returns_at_instructions(m);
+                m.stacks_switch = switches;
             }
         }
     }
@@ -525,6 +526,13 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
 /// imports the throwing function, and the function, for a message.
 pub fn throws_exceptions(target: &Target) -> Option<String> {
     Scope::new(target).ok()?.throws()
+}
+
+/// Whether the program of `target` switches stacks itself, where a uretprobe's return
+/// address would be taken back on another stack (see `return_hazards`): which file
+/// imports or defines which switching function, for a message.
+pub fn switches_stacks(target: &Target) -> Option<String> {
+    Scope::new(target).ok()?.switches_stacks()
 }
 
 /// Lists probe-able functions like `bpftrace -l`: `pattern` is a glob over the

@@ -1,5 +1,6 @@
-//! What makes a return probe unsafe in a program: switching stacks itself (coroutines,
-//! fibers, green threads), and throwing exceptions.
+//! What makes a uretprobe unsafe in a program: switching stacks itself (coroutines,
+//! fibers, green threads), and throwing exceptions. Such programs' returns are probed
+//! at their instructions instead (`probe::exits`), unless the user says otherwise.
 //!
 //! A uretprobe replaces a function's return address with the kernel's trampoline and
 //! keeps the real one on a per-thread list, matched at the return by the stack pointer.

@@ -338,3 +338,62 @@ fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
     assert!(err.contains("ends the process (std::terminate)"), "{err}");
     assert_eq!(o.status.code(), Some(128 + libc::SIGABRT), "{err}");
 }
+
+/// A program that switches stacks itself (tests/fixtures/coroutines.c, ucontext: two
+/// coroutines whose `step` calls `leaf`, then switches to the other, so every `step`
+/// returns on a stack switched away from and back to). A uretprobe on `step` has the
+/// kernel kill it (SIGILL, with `--unsafe-returns`); by default its returns are probed at
+/// their instructions and each call pairs with its return by its exact frame, though the
+/// thread's calls alternate between two stacks: every call recorded, returned, and
+/// counted as the fixture counts them.
+#[test]
+fn returns_in_a_program_that_switches_stacks_are_probed_at_their_instructions() {
+    let _serial = serial();
+    let bin = build_fixture("coroutines");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.trace");
+    let record = |extra: &[&str]| {
+        let mut cmd = Command::new(tracer_bin());
+        cmd.args(["record", "-q", "--force"]).args(extra);
+        cmd.arg("-o").arg(&out).arg("--").arg(&bin).arg("1000");
+        cmd.output().unwrap()
+    };
+    let o = record(&["-u", "step", "-u", "leaf"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("switches stacks") && err.contains("imports swapcontext"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("CALLS 2000"));
+    let t = read_trace(&out);
+    let ids = probe_ids(&out);
+    let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+    for f in ["step", "leaf"] {
+        let id = ids[f];
+        let entries = count(
+            &t,
+            |r| matches!(r.event, Event::FrameEntry { func, switching: true, .. } if func == id),
+        );
+        let exits = count(
+            &t,
+            |r| matches!(r.event, Event::FrameExit { func, .. } if func == id),
+        );
+        assert_eq!((entries, exits), (2000, 2000), "{f}");
+        let calls = s.function(f).unwrap();
+        assert_eq!((calls.calls, calls.unfinished), (2000, 0), "{f}");
+    }
+
+    let o = record(&["--unsafe-returns", "-u", "leaf"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = read_trace(&out);
+    let id = probe_ids(&out)["leaf"];
+    let entries = count(&t, |r| r.event == Event::FuncEntry { func: id });
+    let exits = count(
+        &t,
+        |r| matches!(r.event, Event::FuncExit { func, .. } if func == id),
+    );
+    assert_eq!((entries, exits), (2000, 2000));
+    let o = record(&["--unsafe-returns", "-u", "step"]);
+    assert_eq!(o.status.code(), Some(128 + libc::SIGILL));
+}

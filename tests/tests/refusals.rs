@@ -1,7 +1,6 @@
 //! Bad input is refused in one line, before anything is attached or launched, and neither
 //! the tracer nor the target crashes: a Go binary whose function table is corrupt or of an
-//! unknown layout, a USDT probe that does not exist, malformed USDT specs, return probes
-//! in a program that switches stacks. Needs root.
+//! unknown layout, a USDT probe that does not exist, malformed USDT specs. Needs root.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -142,46 +141,4 @@ fn missing_and_malformed_usdt_probes_are_refused() {
     assert!(fx.try_wait().unwrap().is_none(), "the fixture exited");
     fx.kill().unwrap();
     fx.wait().unwrap();
-}
-
-/// A program that switches stacks itself (tests/fixtures/coroutines.c, ucontext): its
-/// functions' returns are refused in one line, before it is launched (a return probe on
-/// `step`, which returns on a stack switched away from and back to, has the kernel kill
-/// it with SIGILL); with `--unsafe-returns`, on `leaf`, which returns before any switch,
-/// every call is recorded and the program's own count is right.
-#[test]
-fn return_probes_in_a_program_that_switches_stacks_are_refused() {
-    let _serial = serial();
-    let bin = build_fixture("coroutines");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("c.trace");
-    let record = |extra: &[&str]| -> Vec<std::ffi::OsString> {
-        let mut args: Vec<std::ffi::OsString> = ["record", "-q"].map(Into::into).to_vec();
-        args.extend(extra.iter().map(Into::into));
-        args.extend(["-o".into(), out.clone().into(), "--".into()]);
-        args.extend([bin.clone().into(), "1000".into()]);
-        args
-    };
-    for f in ["step", "leaf"] {
-        let args = record(&["-u", f]);
-        let err = refused(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>());
-        assert!(
-            err.contains(&format!("cannot probe the returns of {f}"))
-                && err.contains("imports swapcontext")
-                && err.contains("--unsafe-returns"),
-            "{err}"
-        );
-    }
-    assert!(!out.exists(), "the tracer recorded");
-
-    let ok = tracer_ok(&record(&["--unsafe-returns", "-u", "leaf"]));
-    assert!(String::from_utf8_lossy(&ok.stdout).contains("CALLS 2000"));
-    let t = read_trace(&out);
-    let id = probe_ids(&out)["leaf"];
-    let entries = count(&t, |r| r.event == trace_file::Event::FuncEntry { func: id });
-    let exits = count(
-        &t,
-        |r| matches!(r.event, trace_file::Event::FuncExit { func, .. } if func == id),
-    );
-    assert_eq!((entries, exits), (2000, 2000));
 }

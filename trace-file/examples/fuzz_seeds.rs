@@ -96,6 +96,7 @@ fn event(rng: &mut Rng, kind: u64) -> Event {
         16 => Event::FrameEntry {
             func: 1 + rng.below(4) as u32,
             sp: 0x7ffd_0000_0000 - rng.below(8) * 0x40,
+            switching: rng.below(4) == 0,
         },
         17 => Event::FrameExit {
             func: 1 + rng.below(4) as u32,

@@ -165,6 +165,9 @@ pub enum Event {
         func: u32,
         /// The stack pointer at the entry: where the call's return address is.
         sp: u64,
+        /// The program switches stacks itself: the call pairs with its exit by its exact
+        /// frame only, its thread's other calls being perhaps on other stacks.
+        switching: bool,
     },
     /// A native function probed as [`Event::FrameEntry`] left the frame at `sp`.
     FrameExit {
@@ -348,6 +351,7 @@ impl Event {
                 Event::FrameEntry {
                     func: r.func,
                     sp: r.sp,
+                    switching: r.switching != 0,
                 }
             }
             abi::kind::FRAME_EXIT => {
@@ -501,9 +505,14 @@ impl EventChunkEncoder {
                 put_u64(b, period);
             }
             Event::BlockStack { stack } => put_u64(b, stack as u64),
-            Event::FrameEntry { func, sp } => {
+            Event::FrameEntry {
+                func,
+                sp,
+                switching,
+            } => {
                 put_u64(b, func as u64);
                 put_u64(b, sp);
+                b.push(switching as u8);
             }
             Event::FrameExit { func, sp, ret } => {
                 put_u64(b, func as u64);
@@ -751,6 +760,11 @@ impl<'a> EventChunkDecoder<'a> {
             FRAME_ENTRY_AT => Event::FrameEntry {
                 func: self.u32()?,
                 sp: self.u64()?,
+                switching: match self.u64()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(self.corrupt("bad frame entry")),
+                },
             },
             FRAME_EXIT_AT => Event::FrameExit {
                 func: self.u32()?,

@@ -288,6 +288,7 @@ fn calls_paired_by_frame_end_where_the_stack_shows_them_gone() {
     let entry = |func, depth: u64| Event::FrameEntry {
         func,
         sp: SP - 0x40 * depth,
+        switching: false,
     };
     let exit = |func, depth: u64, ret| Event::FrameExit {
         func,
@@ -325,6 +326,49 @@ fn calls_paired_by_frame_end_where_the_stack_shows_them_gone() {
         ]
     );
     assert_eq!(tl.stats().orphan_func_exits, 1);
+}
+
+/// In a program that switches stacks, a thread's calls alternate between stacks: each
+/// pairs with its return by its exact frame wherever it is among the open calls, and no
+/// frame of another stack ends it.
+#[test]
+fn calls_of_a_program_that_switches_stacks_pair_by_exact_frame() {
+    const A: u64 = 0x5555_0001_0000; // one coroutine's stack
+    const B: u64 = 0x5555_0002_0000; // another's, above it
+    let entry = |func, sp| Event::FrameEntry {
+        func,
+        sp,
+        switching: true,
+    };
+    let exit = |func, sp, ret| Event::FrameExit {
+        func,
+        sp,
+        ret: Some(ret),
+    };
+    let mut b = TraceBuilder::new("h", 1);
+    b.process(1, "/s").thread(1, 1, "s", 'R');
+    b.at(1, 0, 1, entry(1, A)) // step on A, which switches to B
+        .at(2, 0, 1, entry(1, B)) // step on B: above A's, and A's goes on
+        .at(3, 0, 1, exit(1, A, 5)) // back on A: its step returns
+        .at(4, 0, 1, exit(1, B, 6))
+        .stop(5);
+    let dir = tempfile::tempdir().unwrap();
+    let (items, tl) = items(open(&dir, &[&b], MergeOptions::default()));
+    let spans: Vec<_> = (items.iter())
+        .filter_map(|i| match i {
+            Item::Func(s) => Some((s.begin, s.end, s.ret, s.end_kind)),
+            _ => None,
+        })
+        .collect();
+    let us = |u: u64| u * 1000;
+    assert_eq!(
+        spans,
+        vec![
+            (us(1), us(3), Some(5), SpanEnd::Returned),
+            (us(2), us(4), Some(6), SpanEnd::Returned),
+        ]
+    );
+    assert_eq!(tl.stats().orphan_func_exits, 0);
 }
 
 /// The files of one rotating run are one recording: a thread is the same thread in all of

@@ -268,12 +268,17 @@ pub struct FrameEntry {
     pub h: Header,
     /// The probe-table id of the function.
     pub func: u32,
-    /// Zero: the padding, explicit.
-    pub _pad: u32,
+    /// 1: the program switches stacks itself, so the call pairs with its exit by its
+    /// exact frame only (its thread's other calls may be on other stacks).
+    pub switching: u32,
     /// The stack pointer, which points at the return address at the entry and at the
     /// return instruction alike.
     pub sp: u64,
 }
+
+/// In the attach cookie of a [`FrameEntry`] probe, above the function's id: its program
+/// switches stacks ([`FrameEntry::switching`]).
+pub const COOKIE_STACKS_SWITCH: u64 = 1 << 32;
 
 /// A native function probed as [`FrameEntry`] says left the frame at `sp`: by a return
 /// instruction, with `ret`, or (`tail` 1) by a jump to another function, which returns

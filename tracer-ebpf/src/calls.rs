@@ -170,7 +170,8 @@ pub fn frame_through_tail(ctx: ProbeContext) -> u32 {
 #[inline(always)]
 fn frame_entered(ctx: &ProbeContext) {
     // SAFETY: helper reading this program's attach cookie.
-    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let func = cookie as u32;
     let (tgid, tid) = current();
     if !probed(tgid, tid) {
         return;
@@ -184,7 +185,7 @@ fn frame_entered(ctx: &ProbeContext) {
     emit(FrameEntry {
         h: header(tid, kind::FRAME_ENTRY),
         func,
-        _pad: 0,
+        switching: (cookie & COOKIE_STACKS_SWITCH != 0) as u32,
         sp,
     });
 }

@@ -113,8 +113,16 @@ impl Probes {
             return Ok(());
         }
         let target = if everywhere { 0 } else { pid };
+        let cookie = |prog| match (prog, point) {
+            (
+                Prog::FrameEntry | Prog::FrameThrough | Prog::FrameThroughTail,
+                Point::Function(f),
+            ) if f.stacks_switch => id as u64 | tracer_abi::COOKIE_STACKS_SWITCH,
+            _ => id as u64,
+        };
         let mut at = |prog, offset, ref_ctr| {
-            kernel.attach_probe(prog, &binary, offset, ref_ctr, id, target, inherit)
+            let cookie = cookie(prog);
+            kernel.attach_probe(prog, &binary, offset, ref_ctr, cookie, target, inherit)
         };
         match point {
             // Counting mode: a session, the return probed only when the entry asks.

@@ -297,7 +297,14 @@ pub fn describe(e: &Event) -> String {
         ),
         Event::Sample { stack, period } => format!("sample stack={stack} period_ns={period}"),
         Event::BlockStack { stack } => format!("block_stack stack={stack}"),
-        Event::FrameEntry { func, sp } => format!("frame_entry func={func} sp={sp:#x}"),
+        Event::FrameEntry {
+            func,
+            sp,
+            switching,
+        } => format!(
+            "frame_entry func={func} sp={sp:#x}{}",
+            if switching { " switching" } else { "" }
+        ),
         Event::FrameExit { func, sp, ret } => match ret {
             Some(r) => format!("frame_exit func={func} ret={} sp={sp:#x}", r as i64),
             None => format!("frame_exit func={func} tail_call sp={sp:#x}"),

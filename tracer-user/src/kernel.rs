@@ -434,7 +434,9 @@ impl Kernel {
     }
 
     /// Attaches program `prog` at `offset` of `binary` for process `pid` and, with
-    /// `inherit`, the processes it creates later, tagging its records with probe id `id`;
+    /// `inherit`, the processes it creates later, with attach cookie `cookie` (the probe
+    /// id its records are tagged with, and for a frame entry
+    /// [`tracer_abi::COOKIE_STACKS_SWITCH`]);
     /// `ref_ctr`: the file offset of a USDT probe's semaphore, which the kernel raises
     /// while the probe is attached. `pid` 0: machine-wide (sessions, and function probes
     /// of a traced cgroup's executables), the programs keeping to traced processes.
@@ -445,7 +447,7 @@ impl Kernel {
         binary: &Path,
         offset: u64,
         ref_ctr: Option<u64>,
-        id: u32,
+        cookie: u64,
         pid: u32,
         inherit: bool,
     ) -> Result<()> {
@@ -456,7 +458,7 @@ impl Kernel {
                 .context("uprobe sessions are not loaded")?;
             let program = &programs[self.empty_probes as usize];
             let how = (Attach::Session, 0);
-            let link = crate::sessions::link(program, how, binary, &[offset], &[id as u64], pid)?;
+            let link = crate::sessions::link(program, how, binary, &[offset], &[cookie], pid)?;
             self.links.push(Box::new(link));
             return Ok(());
         }
@@ -469,7 +471,7 @@ impl Kernel {
                 0
             };
             let how = (Attach::Multi, flags);
-            let link = crate::sessions::link(program, how, binary, &[offset], &[id as u64], 0)?;
+            let link = crate::sessions::link(program, how, binary, &[offset], &[cookie], 0)?;
             self.links.push(Box::new(link));
             return Ok(());
         }
@@ -488,7 +490,7 @@ impl Kernel {
         };
         let link = self
             .uprobe_events
-            .attach(fd.as_fd(), &point, pid, inherit, id as u64)?;
+            .attach(fd.as_fd(), &point, pid, inherit, cookie)?;
         self.links.push(Box::new(link));
         self.per_process_uprobes += 1;
         Ok(())

@@ -122,7 +122,9 @@ fn add_catches(out: &mut Vec<Resolved>, targets: &[Target], matching: Options) {
         let frames = out.iter().any(|r| {
             r.pids.contains(&t.pid)
                 && matches!(&r.point, Point::Function(f)
-                    if f.language == Language::Native && matches!(f.exit, Exit::Returns { .. }))
+                    if f.language == Language::Native
+                        && !f.stacks_switch
+                        && matches!(f.exit, Exit::Returns { .. }))
         });
         if !frames {
             continue;
@@ -176,13 +178,14 @@ fn usdt_parts(spec: &str) -> Result<(Option<&str>, &str, &str)> {
     })
 }
 
-/// For each target that throws exceptions and has probed native functions, one line
-/// (`warning: ...` or `note: ...`) on how their returns are probed: at their instructions
-/// (symbolizer's choice there), or with uretprobes under `--unsafe-returns`, when an
-/// exception thrown out of a probed call ends the process: the kernel keeps the real
-/// return address where the unwinder cannot see it, and cannot be asked to put it back
-/// (`bpf_probe_write_user` is refused under lockdown, as on this project's machine).
-pub fn exception_notes(resolved: &[Resolved], targets: &[Target]) -> Vec<String> {
+/// For each target that switches stacks or throws exceptions and has probed native
+/// functions, one line (`warning: ...` or `note: ...`) on how their returns are probed:
+/// at their instructions (symbolizer's choice there), or with uretprobes under
+/// `--unsafe-returns`, when a switch under a probed call corrupts the process and an
+/// exception thrown out of one ends it: the kernel keeps the real return address where
+/// neither the other stack nor the unwinder can see it, and cannot be asked to put it
+/// back (`bpf_probe_write_user` is refused under lockdown, as on this project's machine).
+pub fn return_notes(resolved: &[Resolved], targets: &[Target]) -> Vec<String> {
     let mut out = Vec::new();
     for t in targets {
         let native = |uretprobe: bool| {
@@ -202,21 +205,42 @@ pub fn exception_notes(resolved: &[Resolved], targets: &[Target]) -> Vec<String>
         if hijacked.is_none() && at_returns.is_none() {
             continue;
         }
-        let Some(why) = symbolizer::throws_exceptions(&t.target) else {
-            continue;
-        };
+        let switches = symbolizer::switches_stacks(&t.target);
+        let throws = symbolizer::throws_exceptions(&t.target);
         let who = t
             .pid
             .map_or("the command".to_string(), |p| format!("process {p}"));
         if let Some(probed) = hijacked {
-            out.push(format!(
-                "warning: {who} throws exceptions ({why}): one thrown out of {probed} while it runs ends the process (std::terminate), the kernel's return probe hiding the call's return address from the unwinder; without --unsafe-returns returns are probed at their instructions"
-            ));
-        } else {
-            out.push(format!(
-                "note: {who} throws exceptions ({why}), which a return probe's hidden return address would turn into std::terminate: its functions' returns are probed at their return instructions and tail calls instead, each single-stepped (dearer than a uretprobe on most machines; --unsafe-returns if no exception leaves a probed call), and {CATCH} is probed to end the calls an exception leaves where it is caught"
-            ));
+            if let Some(why) = &switches {
+                out.push(format!(
+                    "warning: {who} switches stacks ({why}): a call of {probed} that returns on another stack than it entered on corrupts the process, the kernel's return probe taking its return address back in the wrong order; without --unsafe-returns returns are probed at their instructions"
+                ));
+            }
+            if let Some(why) = &throws {
+                out.push(format!(
+                    "warning: {who} throws exceptions ({why}): one thrown out of {probed} while it runs ends the process (std::terminate), the kernel's return probe hiding the call's return address from the unwinder; without --unsafe-returns returns are probed at their instructions"
+                ));
+            }
+            continue;
         }
+        let hazards = match (&switches, &throws) {
+            (Some(s), Some(e)) => format!("switches stacks ({s}) and throws exceptions ({e})"),
+            (Some(s), None) => format!("switches stacks ({s})"),
+            (None, Some(e)) => format!("throws exceptions ({e})"),
+            (None, None) => continue,
+        };
+        let mut line = format!(
+            "note: {who} {hazards}, which a return probe's replaced return address would turn into a crash: its functions' returns are probed at their return instructions and tail calls instead, each single-stepped (dearer than a uretprobe on most machines; --unsafe-returns if no switch happens and no exception leaves under a probed call)"
+        );
+        match switches {
+            Some(_) => line.push_str(
+                "; a call pairs with its return by its exact frame, and one an exception leaves stays open to its thread's end",
+            ),
+            None => line.push_str(&format!(
+                "; {CATCH} is probed to end the calls an exception leaves where it is caught"
+            )),
+        }
+        out.push(line);
     }
     out
 }

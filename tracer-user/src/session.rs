@@ -192,7 +192,7 @@ impl Targets {
         }
         roots.extend(probes::by_executable(&members));
         let resolved = probes::resolve_all(&opts.uprobes, &roots, opts.matching)?;
-        for line in probes::exception_notes(&resolved, &roots) {
+        for line in probes::return_notes(&resolved, &roots) {
             eprintln!("tracer: {line}");
         }
         if opts.stat.is_some_and(|s| s.sample_every != 0) {

@@ -83,7 +83,7 @@ impl Watch {
             Event::FuncEntry { func } if func == self.func => {
                 self.entry(Caller::Thread(tid), ts, 0)
             }
-            Event::FrameEntry { func, sp } if func == self.func => {
+            Event::FrameEntry { func, sp, .. } if func == self.func => {
                 self.entry(Caller::Thread(tid), ts, sp)
             }
             Event::GoEntry { func, g, .. } if func == self.func => {

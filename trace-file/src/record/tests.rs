@@ -61,6 +61,7 @@ fn all_kinds() -> Vec<Event> {
         Event::FrameEntry {
             func: 4,
             sp: 0x7ffd_1234_5678,
+            switching: true,
         },
         Event::FrameExit {
             func: 4,
@@ -185,7 +186,7 @@ fn ring_records_decode_to_events_of_the_same_kind() {
         bytes(&FrameEntry {
             h: h(kind::FRAME_ENTRY),
             func: 2,
-            _pad: 0,
+            switching: 0,
             sp: 0x7ffd_0000_0008,
         }),
         bytes(&FrameExit {

@@ -9,7 +9,7 @@ use super::*;
 impl Timeline {
     #[inline]
     pub(super) fn func_entry(&mut self, m: &Merged, func: u32) {
-        self.native_entry(m, func, 0);
+        self.native_entry(m, func, 0, false);
     }
 
     /// An exit closes the innermost open call of the same function; calls above it were
@@ -26,34 +26,55 @@ impl Timeline {
 
     /// A call whose returns are probed at their instructions, its frame at `sp`: calls of
     /// such functions whose frames are at or below it are over (an exception left them,
-    /// or a jump to a function not probed).
-    pub(super) fn frame_entry(&mut self, m: &Merged, func: u32, sp: u64) {
+    /// or a jump to a function not probed), unless its program switches stacks (`exact`),
+    /// where they may be on another stack.
+    pub(super) fn frame_entry(&mut self, m: &Merged, func: u32, sp: u64, exact: bool) {
         let r = self.acting(m);
-        self.unwind_frames(r, m, |at| at <= sp);
-        self.native_entry(m, func, sp);
+        if !exact {
+            self.unwind_frames(r, m, |at| at <= sp);
+        }
+        self.native_entry(m, func, sp, exact);
     }
 
     /// A call left the frame at `sp`: it is the innermost open one if that is its function's
-    /// and has that frame; deeper frames are gone.
+    /// and has that frame, deeper frames being gone; or, in a program that switches
+    /// stacks, the open call of its function at that exact frame, wherever it is.
     pub(super) fn frame_exit(&mut self, m: &Merged, func: u32, sp: u64, ret: Option<u64>) {
         let r = self.acting(m);
         self.unwind_frames(r, m, |at| at < sp);
-        let th = &self.rt[r as usize];
-        match th.stack.last() {
-            Some(c) if c.func == func && c.sp == sp => {
-                self.close_calls_from(r, m, th.stack.len() - 1, ret);
-            }
-            _ => self.stats.orphan_func_exits += 1,
+        let th = &mut self.rt[r as usize];
+        let at_frame = |c: &OpenCall| c.func == func && c.sp == sp;
+        if th.stack.last().is_some_and(at_frame) {
+            let top = th.stack.len() - 1;
+            self.close_calls_from(r, m, top, ret);
+        } else if let Some(i) = th.stack.iter().rposition(|c| c.exact && at_frame(c)) {
+            let c = th.stack.remove(i);
+            self.out.push(Item::Func(Span {
+                thread: r,
+                func: c.func,
+                begin: c.begin,
+                end: m.time,
+                depth: i as u32,
+                ret,
+                end_kind: SpanEnd::Returned,
+                cpu: Some(m.cpu),
+                goroutine: None,
+            }));
+        } else {
+            self.stats.orphan_func_exits += 1;
         }
     }
 
     #[inline]
-    fn native_entry(&mut self, m: &Merged, func: u32, sp: u64) {
+    fn native_entry(&mut self, m: &Merged, func: u32, sp: u64, exact: bool) {
         let t = m.time;
         let r = self.acting(m);
-        self.rt[r as usize]
-            .stack
-            .push(OpenCall { func, begin: t, sp });
+        self.rt[r as usize].stack.push(OpenCall {
+            func,
+            begin: t,
+            sp,
+            exact,
+        });
         self.out.push(Item::FuncEntry {
             thread: r,
             time: t,
@@ -90,10 +111,10 @@ impl Timeline {
     }
 
     /// Ends as unwound, now, the innermost open calls of thread `r` paired by frame whose
-    /// frame `gone` says is gone.
+    /// frame `gone` says is gone (not those of a program that switches stacks).
     fn unwind_frames(&mut self, r: ThreadRef, m: &Merged, gone: impl Fn(u64) -> bool) {
         let th = &mut self.rt[r as usize];
-        while let Some(c) = th.stack.pop_if(|c| c.sp != 0 && gone(c.sp)) {
+        while let Some(c) = th.stack.pop_if(|c| c.sp != 0 && !c.exact && gone(c.sp)) {
             self.out.push(Item::Func(Span {
                 thread: r,
                 func: c.func,

@@ -84,6 +84,9 @@ struct OpenCall {
     /// The stack pointer at its entry, when its returns are probed at their instructions
     /// and paired with it by frame (0: by a uretprobe).
     sp: u64,
+    /// Its program switches stacks: it pairs by its exact frame only, and no other frame
+    /// says whether it is gone (they may be on other stacks).
+    exact: bool,
 }
 
 /// A Go call under way, on its goroutine's stack.
@@ -339,7 +342,11 @@ impl Timeline {
             } => self.go_exit(m, func, ret, g, height),
             Event::Sample { stack, period } => self.sample(m, stack, period, true),
             Event::BlockStack { stack } => self.sample(m, stack, 0, false),
-            Event::FrameEntry { func, sp } => self.frame_entry(m, func, sp),
+            Event::FrameEntry {
+                func,
+                sp,
+                switching,
+            } => self.frame_entry(m, func, sp, switching),
             Event::FrameExit { func, sp, ret } => self.frame_exit(m, func, sp, ret),
         }
     }
