@@ -750,6 +750,40 @@ fn native_calls_left_by_an_exception_do_not_hold_up_the_others() {
     assert!(counted(&out, "leaf_returned") < counted(&out, "leaf"));
 }
 
+/// A program that switches stacks (the coroutines fixture: `step` returns on a stack
+/// switched away from and back to, and the other coroutine's `step` enters in between,
+/// at a frame of another stack): counting mode pairs each call with its return by its
+/// exact frame, so every call is timed, none dropped for a frame of the other stack.
+#[test]
+fn calls_across_stack_switches_are_all_timed() {
+    let _serial = serial();
+    let bin = build_fixture("coroutines");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("co.stat");
+    let out = tracer_ok(&[
+        "stat".as_ref(),
+        "--quiet".as_ref(),
+        "--exact-latency".as_ref(),
+        "-u".as_ref(),
+        "step".as_ref(),
+        "-u".as_ref(),
+        "leaf".as_ref(),
+        "-o".as_ref(),
+        path.as_os_str(),
+        "--".as_ref(),
+        bin.as_os_str(),
+        "1000".as_ref(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("CALLS 2000"));
+    let (ids, f) = (probe_ids(&path), read(&path));
+    for name in ["step", "leaf"] {
+        let id = ids[name];
+        assert_eq!(calls(&f, id), 2000, "{name} calls");
+        assert_eq!(timed(&f, id), 2000, "{name} timed calls");
+        assert_eq!(untimed(&f, id), 0, "{name} calls chosen but not timed");
+    }
+}
+
 /// A recursive Go function whose goroutine's stack grows (`main.depth(n)`: n + 1 calls):
 /// counted exactly at every level. With every call timed, each return closes its own
 /// call and the outermost one the whole: the calls timed are the

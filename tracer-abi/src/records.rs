@@ -276,8 +276,9 @@ pub struct FrameEntry {
     pub sp: u64,
 }
 
-/// In the attach cookie of a [`FrameEntry`] probe, above the function's id: its program
-/// switches stacks ([`FrameEntry::switching`]).
+/// In the attach cookie of a probe of a function whose returns are probed at their
+/// instructions, above the function's id: its program switches stacks
+/// ([`FrameEntry::switching`]; counting mode then pairs its calls by exact frame too).
 pub const COOKIE_STACKS_SWITCH: u64 = 1 << 32;
 
 /// A native function probed as [`FrameEntry`] says left the frame at `sp`: by a return

@@ -177,15 +177,17 @@ fn frame_entered(ctx: &ProbeContext) {
         return;
     }
     let sp = stack_pointer(ctx);
+    let switching = cookie & COOKIE_STACKS_SWITCH != 0;
     if counting() {
         let height = || thread_height(sp);
-        stat::frame_entry(tgid, func, thread_stack(tid), height, now(), &config());
+        let c = config();
+        stat::frame_entry(tgid, func, thread_stack(tid), height, switching, now(), &c);
         return;
     }
     emit(FrameEntry {
         h: header(tid, kind::FRAME_ENTRY),
         func,
-        switching: (cookie & COOKIE_STACKS_SWITCH != 0) as u32,
+        switching: switching as u32,
         sp,
     });
 }
@@ -207,7 +209,8 @@ pub fn frame_tail(ctx: ProbeContext) -> u32 {
 #[inline(always)]
 fn frame_left(ctx: &ProbeContext, tail: bool) {
     // SAFETY: helper reading this program's attach cookie.
-    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let func = cookie as u32;
     let (tgid, tid) = current();
     // A tail call's result is its callee's, not known here.
     // SAFETY: the probe's saved registers, a valid context.
@@ -216,7 +219,8 @@ fn frame_left(ctx: &ProbeContext, tail: bool) {
     if counting() {
         // As Go's returns: the lookup keyed by the process is the filter too.
         let height = || thread_height(sp);
-        stat::frame_return(tgid, func, thread_stack(tid), height, ret, now());
+        let switching = cookie & COOKIE_STACKS_SWITCH != 0;
+        stat::frame_return(tgid, func, thread_stack(tid), height, switching, ret, now());
         return;
     }
     if !probed(tgid, tid) {

@@ -78,7 +78,7 @@ fn go_entered(ctx: &ProbeContext) {
     if counting() {
         let g = goroutine(ctx);
         let height = || frame_height(g, stack_pointer(ctx));
-        stat::frame_entry(tgid, func, g, height, now(), &config());
+        stat::frame_entry(tgid, func, g, height, false, now(), &config());
         return;
     }
     let g = goroutine(ctx);
@@ -103,7 +103,7 @@ pub fn go_exit(ctx: ProbeContext) -> u32 {
         let ret = unsafe { (*ctx.regs).rax };
         let g = goroutine(&ctx);
         let height = || frame_height(g, stack_pointer(&ctx));
-        stat::frame_return(tgid, func, g, height, ret, now());
+        stat::frame_return(tgid, func, g, height, false, ret, now());
         return 0;
     }
     if !probed(tgid, tid) {

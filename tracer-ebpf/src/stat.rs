@@ -551,6 +551,7 @@ pub fn frame_entry(
     func: u32,
     stack: u64,
     height: impl Fn() -> u64,
+    exact: bool,
     now: u64,
     c: &Config,
 ) {
@@ -564,8 +565,12 @@ pub fn frame_entry(
         // one thread at a time) or thread.
         let k = unsafe {
             // Deeper timed calls are over (a greater height is deeper: the stack grows
-            // down from its top), and so is one whose frame this call now takes.
-            let mut k = frame_live(e, |at| at >= h);
+            // down from its top), and so is one whose frame this call now takes; not in
+            // a program that switches stacks (`exact`), where they may be on another.
+            let mut k = match exact {
+                true => (*e).timed.min(FRAME_LEVELS as u32),
+                false => frame_live(e, |at| at >= h),
+            };
             if chosen(func, n, now, c) {
                 if (k as usize) < FRAME_LEVELS {
                     let i = core::hint::black_box(k as usize) & (FRAME_LEVELS - 1);
@@ -616,13 +621,15 @@ fn untimed(func: u32) {
 
 /// A return instruction of function `func` on `stack` of process `tgid`, returning `ret`
 /// at `now` from the frame at `height()`: closes the timed call whose frame that is, if
-/// any, and drops deeper ones (left by a panic or an exception).
+/// any, and drops deeper ones (left by a panic or an exception); with `exact` (a program
+/// that switches stacks), the timed call at that frame wherever it is, alone.
 #[inline(always)]
 pub fn frame_return(
     tgid: u32,
     func: u32,
     stack: u64,
     height: impl Fn() -> u64,
+    exact: bool,
     ret: u64,
     now: u64,
 ) {
@@ -631,8 +638,54 @@ pub fn frame_return(
         return;
     };
     let h = height();
-    // SAFETY: as in `go_entry`.
+    // SAFETY: as in `frame_entry`.
     let (k, start) = unsafe {
+        if exact {
+            exact_return(e, h)
+        } else {
+            innermost_return(e, h)
+        }
+    };
+    if start != 0 {
+        timed(func, now.saturating_sub(start), ret);
+    }
+    if k == 0 {
+        let _ = FRAME_CALLS.remove(&key);
+        bump(counter::FRAME_CLOSED);
+    }
+}
+
+/// Closes the timed call of `e` at height `h` wherever it is (its slot takes the last
+/// one's): the calls still timed, and the start of the one closed (0: none).
+///
+/// SAFETY: as [`frame_live`].
+#[inline(always)]
+unsafe fn exact_return(e: *mut FrameCalls, h: u64) -> (u32, u64) {
+    let k = (*e).timed.min(FRAME_LEVELS as u32);
+    for j in 0..FRAME_LEVELS {
+        if j as u32 >= k {
+            break;
+        }
+        let i = core::hint::black_box(j) & (FRAME_LEVELS - 1);
+        if (*e).height[i] == h {
+            let start = (*e).start[i];
+            let last = core::hint::black_box(k as usize - 1) & (FRAME_LEVELS - 1);
+            (*e).height[i] = (*e).height[last];
+            (*e).start[i] = (*e).start[last];
+            (*e).timed = k - 1;
+            return (k - 1, start);
+        }
+    }
+    (k, 0)
+}
+
+/// Closes the innermost timed call of `e` if it is at height `h`, after dropping deeper
+/// ones: the calls still timed, and the start of the one closed (0: none).
+///
+/// SAFETY: as [`frame_live`].
+#[inline(always)]
+unsafe fn innermost_return(e: *mut FrameCalls, h: u64) -> (u32, u64) {
+    {
         let mut k = frame_live(e, |at| at > h);
         let i = core::hint::black_box(k.wrapping_sub(1) as usize) & (FRAME_LEVELS - 1);
         let start = if k > 0 && (*e).height[i] == h {
@@ -643,12 +696,5 @@ pub fn frame_return(
         };
         (*e).timed = k;
         (k, start)
-    };
-    if start != 0 {
-        timed(func, now.saturating_sub(start), ret);
-    }
-    if k == 0 {
-        let _ = FRAME_CALLS.remove(&key);
-        bump(counter::FRAME_CLOSED);
     }
 }

@@ -115,7 +115,11 @@ impl Probes {
         let target = if everywhere { 0 } else { pid };
         let cookie = |prog| match (prog, point) {
             (
-                Prog::FrameEntry | Prog::FrameThrough | Prog::FrameThroughTail,
+                Prog::FrameEntry
+                | Prog::FrameReturn
+                | Prog::FrameTail
+                | Prog::FrameThrough
+                | Prog::FrameThroughTail,
                 Point::Function(f),
             ) if f.stacks_switch => id as u64 | tracer_abi::COOKIE_STACKS_SWITCH,
             _ => id as u64,
