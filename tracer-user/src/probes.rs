@@ -539,7 +539,7 @@ pub fn unsampled_note(resolved: &[Resolved]) -> Option<String> {
         return None;
     }
     Some(format!(
-        "--sample records no call of functions whose returns are probed at their instructions (Go's, and those of programs that throw exceptions) or hit of USDT probes in full (a goroutine moves between threads, whose events are then not its own); they are still counted, and their calls timed: {}",
+        "--sample records no call of functions whose returns are probed at their instructions (Go's, and those of programs that throw exceptions or switch stacks) or hit of USDT probes in full (a goroutine moves between threads, whose events are then not its own); they are still counted, and their calls timed: {}",
         names.join(", ")
     ))
 }

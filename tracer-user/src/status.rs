@@ -152,7 +152,7 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
     if s.frames_unclosed > 0 {
         writeln!(
             out,
-            "  {} timed calls paired by frame (Go's, and those of programs that throw) had not returned at the end (under way then, or ended by a panic, runtime.Goexit or an exception): not in the times",
+            "  {} timed calls paired by frame (Go's, and those of programs that throw or switch stacks) had not returned at the end (under way then, or ended by a panic, runtime.Goexit or an exception): not in the times",
             s.frames_unclosed
         )?;
     }
