@@ -1123,26 +1123,38 @@ fn programs_that_throw_or_switch_stacks_are_known() {
         "#include <ucontext.h>\nucontext_t a, b;\nint main(void) { return swapcontext(&a, &b); }\n",
     );
     let plain = build("plain", "gcc", "c", "int main(void) { return 0; }\n");
-    let why = symbolizer::throws_exceptions(&Target::Path(throws)).unwrap();
+    let why = symbolizer::throws_exceptions(&Target::Path(throws.clone())).unwrap();
     assert!(why.ends_with("throws imports __cxa_throw"), "{why}");
     assert_eq!(
         symbolizer::throws_exceptions(&Target::Path(plain.clone())),
         None
     );
 
-    let exit = |bin: &Path, unsafe_returns: bool| {
+    let why = symbolizer::switches_stacks(&Target::Path(switches.clone())).unwrap();
+    assert!(why.ends_with("switches imports swapcontext"), "{why}");
+    assert_eq!(
+        symbolizer::switches_stacks(&Target::Path(throws.clone())),
+        None
+    );
+
+    // Their returns are probed at their instructions (`main` leaves by a tail call to
+    // swapcontext, or returns), never by a uretprobe unless the user says so.
+    let main = |bin: &Path, unsafe_returns: bool| {
         let opts = Options {
             unsafe_returns,
             ..Default::default()
         };
-        resolve(&Target::Path(bin.to_owned()), "main", &opts).unwrap()[0]
-            .exit
-            .clone()
+        resolve(&Target::Path(bin.to_owned()), "main", &opts).unwrap()[0].clone()
     };
-    match exit(&switches, false) {
-        Exit::Refused(why) => assert!(why.contains("switches imports swapcontext"), "{why}"),
-        other => panic!("{other:?}"),
+    for (bin, switching) in [(&switches, true), (&throws, false)] {
+        let m = main(bin, false);
+        assert!(
+            matches!(&m.exit, Exit::Returns { rets, tails } if !rets.is_empty() || !tails.is_empty()),
+            "{:?}",
+            m.exit
+        );
+        assert_eq!(m.stacks_switch, switching);
+        assert_eq!(main(bin, true).exit, Exit::Uretprobe);
     }
-    assert_eq!(exit(&switches, true), Exit::Uretprobe);
-    assert_eq!(exit(&plain, false), Exit::Uretprobe);
+    assert_eq!(main(&plain, false).exit, Exit::Uretprobe);
 }
