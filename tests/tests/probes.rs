@@ -300,9 +300,10 @@ fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
         let f = s.function(name).unwrap();
         assert_eq!(f.calls, called, "{name} calls");
         assert_eq!(f.calls - f.unfinished, returned, "{name} returned");
-        // A call sleeps 100 us and the run takes tens of ms: one left open to the end
-        // of the trace would last most of it.
-        assert!(f.max_ns < 20_000_000, "{name}: a call of {} ns", f.max_ns);
+        // A call sleeps 100 us (the longest seen: 5.8 ms, on an idle machine) and the
+        // run takes 0.7 s or more: one left open to the end of the trace would last
+        // most of it. The bound leaves room for a loaded CI machine's scheduling.
+        assert!(f.max_ns < 100_000_000, "{name}: a call of {} ns", f.max_ns);
     }
     assert_eq!(count(&t, |r| matches!(r.event, Event::FuncExit { .. })), 0);
     // Where each exception was caught: the calls it left end there.
