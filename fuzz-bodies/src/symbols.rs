@@ -5,9 +5,10 @@
 use symbolizer::{Options, Symbolizer, Target};
 
 /// Bytes starting like an ELF file are one, written to a file and read through the
-/// public entry points as `tracer probes` and `tracer record` use them: listing, globs,
-/// resolving names, symbolizing addresses, Go's unwind table, USDT notes. Other bytes are read as a Go
-/// pclntab and as USDT argument specifications.
+/// public entry points as `tracer probes` and `tracer record` use them: listing, then one
+/// of (chosen by the input's length, since each entry point reads the whole file again)
+/// globs and resolving names; symbolizing addresses and Go's unwind table; USDT notes.
+/// Other bytes are read as a Go pclntab and as USDT argument specifications.
 pub fn symbolizer(data: &[u8]) {
     if !data.starts_with(b"\x7fELF") {
         return raw(data);
@@ -18,17 +19,29 @@ pub fn symbolizer(data: &[u8]) {
     let target = Target::Path(path.clone());
 
     let listed = ok(symbolizer::list(&target, None)).unwrap_or_default();
-    ok(symbolizer::list(&target, Some("*main*")));
+    match data.len() % 3 {
+        0 => names(&target, &listed, data.len() / 3),
+        1 => addresses(data, &path, &listed),
+        _ => usdt(data, &target),
+    }
+}
+
+/// Globs and names resolved as `-u` resolves them.
+fn names(target: &Target, listed: &[symbolizer::FunctionMatch], pick: usize) {
+    ok(symbolizer::list(target, Some("*main*")));
     let all = Options {
         allow_multiple: true,
         ..Default::default()
     };
-    for f in listed.iter().take(4) {
-        ok(symbolizer::resolve(&target, &f.symbol, &all));
+    if let Some(f) = listed.get(pick % listed.len().max(1)) {
+        ok(symbolizer::resolve(target, &f.symbol, &all));
     }
-    ok(symbolizer::resolve(&target, "main", &Options::default()));
-    ok(symbolizer::resolve(&target, "m[a-z]*n", &all));
+    ok(symbolizer::resolve(target, "main", &Options::default()));
+    ok(symbolizer::resolve(target, "m[a-z]*n", &all));
+}
 
+/// Addresses symbolized, and Go's unwind table looked up.
+fn addresses(data: &[u8], path: &std::path::Path, listed: &[symbolizer::FunctionMatch]) {
     // Each function's first byte, middle and last byte, and a few addresses around them.
     let mut addrs: Vec<u64> = (listed.iter().take(32))
         .flat_map(|f| {
@@ -38,9 +51,9 @@ pub fn symbolizer(data: &[u8]) {
         .collect();
     addrs.extend([0, 1, 0x1000, 0x40_1000, u64::MAX]);
     let mut sym = Symbolizer::new();
-    ok(sym.symbolize_batch(&path, &addrs));
+    ok(sym.symbolize_batch(path, &addrs));
     for &a in addrs.iter().take(8) {
-        ok(sym.function_start_offset(&path, a));
+        ok(sym.function_start_offset(path, a));
     }
     // Go's unwind table, as the recorder's unwinder reads every binary a process maps.
     if let Some(t) = symbolizer::GoUnwindTable::from_elf(data) {
@@ -48,9 +61,12 @@ pub fn symbolizer(data: &[u8]) {
             let _ = t.frame(a);
         }
     }
+}
 
-    ok(symbolizer::list_usdt(&target, None));
-    ok(symbolizer::resolve_usdt(&target, None, "*", "*"));
+/// USDT probes listed, resolved, and their argument specifications parsed.
+fn usdt(data: &[u8], target: &Target) {
+    ok(symbolizer::list_usdt(target, None));
+    ok(symbolizer::resolve_usdt(target, None, "*", "*"));
     if let Ok(notes) = symbolizer::parse_stapsdt_notes(data) {
         for n in notes.iter().take(16) {
             let _ = symbolizer::parse_usdt_args(&n.args);

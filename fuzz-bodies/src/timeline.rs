@@ -83,8 +83,8 @@ fn report(r: trace_convert::Result<String>) {
     }
 }
 
-/// Summaries over arbitrary traces, rendered in every format for every kind of row, and
-/// the comparison of the first file's with all files': an error is one line, never a
+/// Summaries over arbitrary traces, rendered in one of their views (the input's choice),
+/// and the comparison of the first file's with all files': an error is one line, never a
 /// panic.
 pub fn summary(data: &[u8]) {
     let Some(t) = Traces::write(data) else {
@@ -102,30 +102,31 @@ pub fn summary(data: &[u8]) {
         1 => Summary::default(),
         _ => summarize(&t.paths[..1], &opts).unwrap_or_default(),
     };
-    // JSON holds every kind of row: once; tables and CSV per kind.
-    let json = SummaryOptions {
-        format: Format::Json,
-        window_ns: opts.window_ns,
-        ..SummaryOptions::default()
-    };
-    render(&first, &all, &json);
-    for by in [
+    render(&first, &all, &view(t.knobs.view, opts.window_ns));
+}
+
+/// The view number `v` (0..16) of a summary: every kind of row in tables and CSV, JSON
+/// (which holds every kind), and JUnit.
+fn view(v: u32, window_ns: Option<u64>) -> SummaryOptions {
+    const BY: [By; 5] = [
         By::Function,
         By::Thread,
         By::Syscall,
         By::Connection,
         By::CallGraph,
-    ] {
-        for format in [Format::Table, Format::Csv] {
-            // Per window in one format only: thousands of windows in every one is slow.
-            let o = SummaryOptions {
-                by,
-                format,
-                window_ns: opts.window_ns.filter(|_| format == Format::Csv),
-                ..SummaryOptions::default()
-            };
-            render(&first, &all, &o);
-        }
+    ];
+    let by = BY[v as usize % BY.len()];
+    let format = match v / 5 {
+        0 => Format::Table,
+        1 => Format::Csv,
+        2 => Format::Json,
+        _ => Format::Junit,
+    };
+    SummaryOptions {
+        by,
+        format,
+        window_ns,
+        ..SummaryOptions::default()
     }
 }
 

@@ -46,6 +46,9 @@ pub struct Knobs {
     pub from: u64,
     /// Reading stops here (bits 16..24: in ms, 0 for never).
     pub until: u64,
+    /// Which view of a summary is rendered (bits 0..4: the kind of row and the format):
+    /// one per input, since rendering every view of every input took most of the time.
+    pub view: u32,
 }
 
 impl Knobs {
@@ -65,6 +68,7 @@ impl Knobs {
             merge,
             small_tuning: field(9, 1) == 1,
             summary_window: (k > 0).then(|| 10u64.pow(k)),
+            view: field(0, 4) as u32,
             from: field(24, 8) * 100_000,
             until: match field(16, 8) {
                 0 => u64::MAX,
