@@ -510,8 +510,15 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
         .map(|i| bin.function_match(i, &located, Detail::Probe))
         .collect::<Result<_, _>>()?;
     if !opts.unsafe_returns && found.iter().any(|m| m.exit == Exit::Uretprobe) {
-        let switches = scope.switches_stacks().is_some();
-        if switches || scope.throws().is_some() {
+        // The file probed is judged too: a library named by its path may not be mapped
+        // yet, so not among the program's files.
+        let main = located.display == scope.main.display;
+        let switches =
+            scope.switches_stacks().is_some() || return_hazards::switch_of(&bin.elf).is_some();
+        if switches
+            || scope.throws().is_some()
+            || return_hazards::thrower_of(&bin.elf, main).is_some()
+        {
             for m in found.iter_mut().filter(|m| m.exit == Exit::Uretprobe) {
                 bin.probe_returns_at_instructions(m);
                 m.stacks_switch = switches;

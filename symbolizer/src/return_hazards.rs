@@ -55,12 +55,34 @@ pub(crate) fn switch_of(elf: &ElfInfo) -> Option<(&'static str, &'static str)> {
 /// address, which no unwind table covers, and ends the process (`std::terminate`).
 const THROWS: &[&str] = &["__cxa_throw", "_Unwind_RaiseException"];
 
-/// The exception-throwing function `elf` imports, if any.
-pub(crate) fn thrower_of(elf: &ElfInfo) -> Option<&'static str> {
+/// How `elf` shows that it throws exceptions, for a message: it imports a throwing
+/// function; or, being the program's executable (`main`), it defines one or carries the
+/// tables of exception landing pads (`.gcc_except_table`), as a program does that has
+/// the C++ runtime linked in (`-static`, `-static-libstdc++`), stripped or not. Libraries
+/// are judged by their imports alone: libgcc_s defines the unwinder's entry for every
+/// program that maps it, and libc has landing pads for thread cancellation.
+pub(crate) fn thrower_of(elf: &ElfInfo, main: bool) -> Option<String> {
     use object::{Object, ObjectSymbol};
-    elf.object().dynamic_symbols().find_map(|s| {
+    let f = elf.object();
+    let imported = f.dynamic_symbols().find_map(|s| {
         let name = s.name().ok()?;
         let known = THROWS.iter().find(|&&n| n == name)?;
         s.is_undefined().then_some(*known)
-    })
+    });
+    if let Some(known) = imported {
+        return Some(format!("imports {known}"));
+    }
+    if !main {
+        return None;
+    }
+    let defined = (f.symbols().chain(f.dynamic_symbols())).find_map(|s| {
+        let name = s.name().ok()?;
+        let known = THROWS.iter().find(|&&n| n == name)?;
+        (!s.is_undefined()).then_some(*known)
+    });
+    if let Some(known) = defined {
+        return Some(format!("defines {known} (the C++ runtime linked in)"));
+    }
+    f.section_by_name(".gcc_except_table")
+        .map(|_| "has exception tables (.gcc_except_table)".to_string())
 }

@@ -190,15 +190,17 @@ impl Scope {
     }
 
     /// The first of the program's files (the executable, then its libraries) of which
-    /// `says` says something, as `FILE SAYS` for a message.
-    fn first_file(&self, says: impl Fn(&ElfInfo) -> Option<String>) -> Option<String> {
+    /// `says` (told whether the file is the executable) says something, as `FILE SAYS`
+    /// for a message.
+    fn first_file(&self, says: impl Fn(&ElfInfo, bool) -> Option<String>) -> Option<String> {
         std::iter::once(&self.main)
             .chain(self.libs())
-            .find_map(|l| {
+            .enumerate()
+            .find_map(|(i, l)| {
                 Some(format!(
                     "{} {}",
                     l.display,
-                    says(&ElfInfo::open(&l.open).ok()?)?
+                    says(&ElfInfo::open(&l.open).ok()?, i == 0)?
                 ))
             })
     }
@@ -206,7 +208,7 @@ impl Scope {
     /// Whether the program switches stacks itself (see `return_hazards`): which of its
     /// files imports or defines which switching function, for a message.
     pub fn switches_stacks(&self) -> Option<String> {
-        self.first_file(|elf| {
+        self.first_file(|elf, _| {
             let (function, how) = crate::return_hazards::switch_of(elf)?;
             Some(format!("{how} {function}"))
         })
@@ -215,12 +217,7 @@ impl Scope {
     /// Whether the program throws exceptions (see `return_hazards`): which of its files
     /// imports which throwing function, for a message.
     pub fn throws(&self) -> Option<String> {
-        self.first_file(|elf| {
-            Some(format!(
-                "imports {}",
-                crate::return_hazards::thrower_of(elf)?
-            ))
-        })
+        self.first_file(crate::return_hazards::thrower_of)
     }
 
     /// Finds a library by path or short name (`libc`, `libssl.so.3`).

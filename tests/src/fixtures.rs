@@ -52,12 +52,23 @@ pub fn build_fixture(name: &str) -> PathBuf {
 
 /// Compiles `tests/fixtures/<name>.cpp` with g++ and the flags of [`build_fixture`].
 pub fn build_cpp_fixture(name: &str) -> PathBuf {
+    build_cpp_fixture_variant(name, "", &[])
+}
+
+/// [`build_cpp_fixture`] with `flags` after the usual ones, into `<name>-<variant>`
+/// (`<name>` for no variant).
+pub fn build_cpp_fixture_variant(name: &str, variant: &str, flags: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")
         .join(format!("{name}.cpp"));
-    let out = fixture_dir().join(name);
+    let out = match variant {
+        "" => fixture_dir().join(name),
+        v => fixture_dir().join(format!("{name}-{v}")),
+    };
     build_once(&src, &out, |tmp| {
-        compile("g++", &[src.as_os_str(), "-o".as_ref(), tmp.as_os_str()])
+        let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_ref()).collect();
+        args.extend([src.as_os_str(), "-o".as_ref(), tmp.as_os_str()]);
+        compile("g++", &args)
     })
 }
 

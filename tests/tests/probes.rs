@@ -340,6 +340,47 @@ fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
     assert_eq!(o.status.code(), Some(128 + libc::SIGABRT), "{err}");
 }
 
+/// A C++ program linked statically (the throws fixture built with `-static`), where no
+/// file imports a throwing function since the C++ runtime is inside the executable: it
+/// is known to throw by the runtime's functions it defines, so its returns are probed at
+/// their instructions as above and it runs to its end; a uretprobe ended it (SIGABRT at
+/// its first exception) until 2026-11-25.
+#[test]
+fn a_statically_linked_program_that_throws_is_not_given_uretprobes() {
+    let _serial = serial();
+    let bin = build_cpp_fixture_variant("throws", "static", &["-static"]);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("static.trace");
+    let mut cmd = Command::new(tracer_bin());
+    cmd.args(["record", "--events", "calls", "-u", "leaf", "-u", "middle"]);
+    let o = cmd
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("defines"), "{err}");
+    let t = read_trace(&trace);
+    let ids = probe_ids(&trace);
+    assert_eq!(t.lost, 0);
+    for name in ["leaf", "middle"] {
+        let id = ids[name];
+        let entries = count(
+            &t,
+            |r| matches!(r.event, Event::FrameEntry { func, .. } if func == id),
+        );
+        let exits = count(
+            &t,
+            |r| matches!(r.event, Event::FrameExit { func, .. } if func == id),
+        );
+        let returned = counted(&o, &format!("{name}_returned"));
+        assert_eq!((entries, exits), (counted(&o, name), returned), "{name}");
+    }
+}
+
 /// A program that switches stacks itself (tests/fixtures/coroutines.c, ucontext: two
 /// coroutines whose `step` calls `leaf`, then switches to the other, so every `step`
 /// returns on a stack switched away from and back to). A uretprobe on `step` has the
