@@ -513,8 +513,8 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
         // The file probed is judged too: a library named by its path may not be mapped
         // yet, so not among the program's files.
         let main = located.display == scope.main.display;
-        let switches =
-            scope.switches_stacks().is_some() || return_hazards::switch_of(&bin.elf).is_some();
+        let switches = scope.switches_stacks().is_some()
+            || return_hazards::switch_of(&bin.elf, main).is_some();
         if switches
             || scope.throws().is_some()
             || return_hazards::thrower_of(&bin.elf, main).is_some()

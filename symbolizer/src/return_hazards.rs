@@ -25,15 +25,19 @@ const SWITCHES: &[&str] = &[
     "slp_switch",         // greenlet (gevent, eventlet)
 ];
 
-/// Defined by libc for every program: only an import of one says a program uses it.
-/// (`setcontext` is not a sign: OpenSSL's libcrypto imports it for asynchronous jobs
-/// that only some engines start, so nearly every server would be refused.)
+/// Defined by libc for every program: only an import of one says a program uses it,
+/// or a definition in an executable linked statically, which holds only the parts of
+/// libc it calls. (`setcontext` is not a sign: OpenSSL's libcrypto imports it for
+/// asynchronous jobs that only some engines start, so nearly every server would be
+/// refused.)
 const IN_LIBC: &[&str] = &["swapcontext"];
 
-/// The stack-switching function `elf` imports or defines, and which it does.
-pub(crate) fn switch_of(elf: &ElfInfo) -> Option<(&'static str, &'static str)> {
+/// The stack-switching function `elf` imports or defines, and which it does; `main`
+/// says `elf` is the program's executable.
+pub(crate) fn switch_of(elf: &ElfInfo, main: bool) -> Option<(&'static str, &'static str)> {
     use object::{Object, ObjectSymbol};
     let f = elf.object();
+    let static_exe = main && !has_interpreter(elf);
     for s in f.dynamic_symbols().chain(f.symbols()) {
         let Ok(name) = s.name() else { continue };
         let Some(&known) = SWITCHES.iter().find(|&&n| n == name) else {
@@ -42,11 +46,20 @@ pub(crate) fn switch_of(elf: &ElfInfo) -> Option<(&'static str, &'static str)> {
         if s.is_undefined() {
             return Some((known, "imports"));
         }
-        if !IN_LIBC.contains(&known) {
+        if static_exe || !IN_LIBC.contains(&known) {
             return Some((known, "defines"));
         }
     }
     None
+}
+
+/// Whether `elf` names a dynamic loader (`PT_INTERP`): an executable without one is
+/// linked statically.
+fn has_interpreter(elf: &ElfInfo) -> bool {
+    use object::read::elf::ProgramHeader;
+    let f = elf.object();
+    let endian = f.endian();
+    (f.elf_program_headers().iter()).any(|p| p.p_type(endian) == object::elf::PT_INTERP)
 }
 
 /// Where exceptions start (C++'s `__cxa_throw`, and the unwinder's entry, which Rust's
@@ -81,7 +94,7 @@ pub(crate) fn thrower_of(elf: &ElfInfo, main: bool) -> Option<String> {
         (!s.is_undefined()).then_some(*known)
     });
     if let Some(known) = defined {
-        return Some(format!("defines {known} (the C++ runtime linked in)"));
+        return Some(format!("defines {known} (linked in statically)"));
     }
     f.section_by_name(".gcc_except_table")
         .map(|_| "has exception tables (.gcc_except_table)".to_string())

@@ -208,8 +208,8 @@ impl Scope {
     /// Whether the program switches stacks itself (see `return_hazards`): which of its
     /// files imports or defines which switching function, for a message.
     pub fn switches_stacks(&self) -> Option<String> {
-        self.first_file(|elf, _| {
-            let (function, how) = crate::return_hazards::switch_of(elf)?;
+        self.first_file(|elf, main| {
+            let (function, how) = crate::return_hazards::switch_of(elf, main)?;
             Some(format!("{how} {function}"))
         })
     }

@@ -340,13 +340,14 @@ fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
     assert_eq!(o.status.code(), Some(128 + libc::SIGABRT), "{err}");
 }
 
-/// A C++ program linked statically (the throws fixture built with `-static`), where no
-/// file imports a throwing function since the C++ runtime is inside the executable: it
+/// Programs linked statically, where no file imports a throwing or switching function
+/// since the runtime is inside the executable: the throws fixture built with `-static`
 /// is known to throw by the runtime's functions it defines, so its returns are probed at
-/// their instructions as above and it runs to its end; a uretprobe ended it (SIGABRT at
-/// its first exception) until 2026-11-25.
+/// their instructions as above and it runs to its end (a uretprobe ended it, SIGABRT at
+/// its first exception, until 2026-11-25); the coroutines fixture built so is known to
+/// switch stacks by the `swapcontext` it holds, and its calls pair by their exact frames.
 #[test]
-fn a_statically_linked_program_that_throws_is_not_given_uretprobes() {
+fn statically_linked_programs_that_throw_or_switch_stacks_get_no_uretprobes() {
     let _serial = serial();
     let bin = build_cpp_fixture_variant("throws", "static", &["-static"]);
     let dir = tempfile::tempdir().unwrap();
@@ -379,6 +380,26 @@ fn a_statically_linked_program_that_throws_is_not_given_uretprobes() {
         let returned = counted(&o, &format!("{name}_returned"));
         assert_eq!((entries, exits), (counted(&o, name), returned), "{name}");
     }
+
+    let bin = build_fixture_variant("coroutines", "static", &["-static"]);
+    let trace = dir.path().join("co.trace");
+    let mut cmd = Command::new(tracer_bin());
+    cmd.args(["record", "--events", "calls", "-u", "step"]);
+    let o = cmd.arg("-o").arg(&trace).arg("--").arg(&bin).arg("1000");
+    let o = o.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("defines swapcontext"), "{err}");
+    let s = trace_summary::summarize(std::slice::from_ref(&trace)).unwrap();
+    let step = s.function("step").unwrap();
+    // The fixture prints its count of leaf calls, one per step.
+    let out = String::from_utf8_lossy(&o.stdout);
+    let calls: u64 = (out.split_whitespace())
+        .skip_while(|w| *w != "CALLS")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no CALLS in {out}"));
+    assert_eq!((step.calls, step.unfinished), (calls, 0));
 }
 
 /// A program that switches stacks itself (tests/fixtures/coroutines.c, ucontext: two
