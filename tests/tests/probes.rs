@@ -241,6 +241,20 @@ fn entry_probes_moved_past_a_single_stepped_instruction_see_every_call_once() {
 /// first instruction that leaves (`thunk`, `nothing`).
 const FRAMED: [&str; 6] = ["leaf", "middle", "hop", "thunk", "nothing", "rec"];
 
+/// The entries and the exits of function `id` recorded as frames (returns probed at
+/// their instructions).
+fn frames(t: &Trace, id: u32) -> (u64, u64) {
+    let entries = count(
+        t,
+        |r| matches!(r.event, Event::FrameEntry { func, .. } if func == id),
+    );
+    let exits = count(
+        t,
+        |r| matches!(r.event, Event::FrameExit { func, .. } if func == id),
+    );
+    (entries, exits)
+}
+
 /// `tracer record ARGS... -- throws` (the C++ fixture whose exceptions leave probed
 /// calls), its output; `unsafe_returns` adds `--unsafe-returns`.
 fn record_throws(trace: &Path, unsafe_returns: bool) -> std::process::Output {
@@ -288,15 +302,7 @@ fn exceptions_thrown_through_probed_calls_leave_the_program_running() {
             "hop" | "thunk" | "nothing" => called,
             _ => counted(&o, &format!("{name}_returned")),
         };
-        let entries = count(
-            &t,
-            |r| matches!(r.event, Event::FrameEntry { func, .. } if func == id),
-        );
-        let exits = count(
-            &t,
-            |r| matches!(r.event, Event::FrameExit { func, .. } if func == id),
-        );
-        assert_eq!((entries, exits), (called, returned), "{name} records");
+        assert_eq!(frames(&t, id), (called, returned), "{name} records");
         let f = s.function(name).unwrap();
         assert_eq!(f.calls, called, "{name} calls");
         assert_eq!(f.calls - f.unfinished, returned, "{name} returned");
@@ -368,17 +374,12 @@ fn statically_linked_programs_that_throw_or_switch_stacks_get_no_uretprobes() {
     let ids = probe_ids(&trace);
     assert_eq!(t.lost, 0);
     for name in ["leaf", "middle"] {
-        let id = ids[name];
-        let entries = count(
-            &t,
-            |r| matches!(r.event, Event::FrameEntry { func, .. } if func == id),
-        );
-        let exits = count(
-            &t,
-            |r| matches!(r.event, Event::FrameExit { func, .. } if func == id),
-        );
         let returned = counted(&o, &format!("{name}_returned"));
-        assert_eq!((entries, exits), (counted(&o, name), returned), "{name}");
+        assert_eq!(
+            frames(&t, ids[name]),
+            (counted(&o, name), returned),
+            "{name}"
+        );
     }
 
     let bin = build_fixture_variant("coroutines", "static", &["-static"]);
