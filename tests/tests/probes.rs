@@ -403,6 +403,35 @@ fn statically_linked_programs_that_throw_or_switch_stacks_get_no_uretprobes() {
     assert_eq!((step.calls, step.unfinished), (calls, 0));
 }
 
+/// Threads cancelled while blocked inside probed calls (tests/fixtures/cancel.c): glibc
+/// ends them by unwinding their stacks through the calls whose return addresses the
+/// kernel's uretprobes hold, where a C++ exception ends the process. The forced unwind
+/// stops at the first such frame and the thread ends there: the program runs to its
+/// end, every thread cancelled and every cleanup handler run, as without the tracer;
+/// each cancelled thread's calls stay open to its end.
+#[test]
+fn threads_cancelled_inside_probed_calls_end_and_the_program_runs_on() {
+    let _serial = serial();
+    let bin = build_fixture("cancel");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("cancel.trace");
+    let mut cmd = Command::new(tracer_bin());
+    cmd.args([
+        "record", "-q", "--events", "calls", "-u", "outer", "-u", "blocker",
+    ]);
+    let o = cmd.arg("-o").arg(&trace).arg("--").arg(&bin).arg("20");
+    let o = o.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(counted(&o, "CANCELLED"), 20, "{err}");
+    assert_eq!(counted(&o, "CLEANED"), 20, "{err}");
+    let s = trace_summary::summarize(std::slice::from_ref(&trace)).unwrap();
+    for name in ["outer", "blocker"] {
+        let f = s.function(name).unwrap();
+        assert_eq!((f.calls, f.unfinished), (20, 20), "{name}");
+    }
+}
+
 /// A program that switches stacks itself (tests/fixtures/coroutines.c, ucontext: two
 /// coroutines whose `step` calls `leaf`, then switches to the other, so every `step`
 /// returns on a stack switched away from and back to). A uretprobe on `step` has the
