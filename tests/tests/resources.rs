@@ -437,3 +437,45 @@ fn a_target_killed_with_sigkill_ends_the_recording_cleanly() {
     assert_eq!(exits.values().filter(|&&g| g).count(), 1, "one group exit");
     assert!(Path::new(&out).exists());
 }
+
+/// Processes whose exec raises their privileges (tests/fixtures/privexec.c: a root that
+/// dropped capabilities, as Dovecot's master does, forks children that regain them by
+/// executing a program): the kernel removes such a process's perf events at the exec,
+/// the uprobes it inherited among them, and its calls went unrecorded, none of them and
+/// nothing said (0 of 50 on Dovecot's imap processes). The programs see it at the exec
+/// and the recorder attaches the probes again: every call of the children, in their
+/// program and in libc, as many as the fixture counts, and the end report says so.
+#[test]
+fn probes_removed_by_a_privilege_raising_exec_are_attached_again() {
+    let _serial = serial();
+    let bin = build_fixture("privexec");
+    let dir = tmp();
+    let out = dir.path().join("p.trace");
+    let mut cmd = std::process::Command::new(tracer_bin());
+    cmd.args([
+        "record",
+        "--events",
+        "calls",
+        "-u",
+        "work",
+        "-u",
+        "libc:getppid",
+    ]);
+    let o = cmd.arg("-o").arg(&out).arg("--").arg(&bin).arg("5");
+    let o = o.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("5 processes lost their probes at an exec"),
+        "{err}"
+    );
+    let calls = counted(&o, "CALLS");
+    assert_eq!(calls, 25);
+    let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+    for f in ["work", "getppid"] {
+        let f = s
+            .function(f)
+            .unwrap_or_else(|| panic!("no calls of {f}: {err}"));
+        assert_eq!((f.calls, f.unfinished), (calls, 0), "{err}");
+    }
+}

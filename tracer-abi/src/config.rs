@@ -72,6 +72,11 @@ pub struct Offsets {
     pub mm_xol_area: u32,
     /// `struct xol_area`: `vaddr`, the trampoline's address.
     pub xol_vaddr: u32,
+    /// `struct mm_struct`: `flags`, whose low two bits say whether the process may be
+    /// dumped by its user (0: not known). An exec that leaves it not so (it raised the
+    /// process's privileges) has the kernel remove the process's perf events, its
+    /// inherited uprobes among them.
+    pub mm_flags: u32,
 }
 
 impl Offsets {
@@ -106,6 +111,7 @@ impl Offsets {
         task_mm: 0,
         mm_xol_area: 0,
         xol_vaddr: 0,
+        mm_flags: 0,
     };
 }
 
@@ -211,6 +217,6 @@ pub struct NsSelf {
 crate::records::exact_layout! {
     NsIds { u32, u32 }
     NsSelf { u64, u32, u32 }
-    Offsets { [u32; 28] }
+    Offsets { [u32; 29] }
     Config { u32, u32, u32, u32, u32, u32, u32, u32, u32, u32 }
 }

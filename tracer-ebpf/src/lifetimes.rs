@@ -4,8 +4,9 @@
 
 use aya_ebpf::{
     bindings::BPF_ANY,
-    helpers::{bpf_get_current_comm, generated::bpf_get_current_task},
-    macros::{btf_tracepoint, tracepoint},
+    btf_maps::LruHashMap,
+    helpers::{bpf_get_current_comm, bpf_probe_read_kernel, generated::bpf_get_current_task},
+    macros::{btf_map, btf_tracepoint, tracepoint},
     programs::{BtfTracePointContext, TracePointContext},
     EbpfContext,
 };
@@ -132,6 +133,34 @@ pub fn task_rename(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// Traced processes whose exec removed their perf events (see [`drops_perf_events`]), for
+/// the recorder to attach their probes again; it takes each out as it does.
+#[btf_map]
+static EXEC_UNPROBED: LruHashMap<u32, u8, 4096> = LruHashMap::new();
+
+/// Whether the current process, just exec'd, lost its perf events: an exec that raises a
+/// process's privileges (a setuid program, capabilities regained by a root whose parent
+/// had dropped some, as Dovecot's master does) leaves its memory not dumpable by its user
+/// (`mm->flags`' low two bits other than `SUID_DUMP_USER`), and the kernel then removes
+/// the process's perf events, the uprobes it inherited among them.
+#[inline(always)]
+fn drops_perf_events() -> bool {
+    let o = offsets();
+    if o.task_mm == 0 || o.mm_flags == 0 {
+        return false;
+    }
+    let read = |addr: u64| {
+        // SAFETY: the helper checks the address.
+        unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
+    };
+    // SAFETY: helper without preconditions.
+    let task = unsafe { bpf_get_current_task() };
+    let Some(mm) = read(task + o.task_mm as u64).filter(|&m| m != 0) else {
+        return false;
+    };
+    read(mm + o.mm_flags as u64).is_some_and(|flags| flags & 3 != 1)
+}
+
 #[tracepoint]
 pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
     let (tgid, tid) = current();
@@ -157,6 +186,9 @@ pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
             crate::pidns::learn(task, tid);
             crate::pidns::forget(old);
         }
+    }
+    if drops_perf_events() {
+        let _ = EXEC_UNPROBED.insert(tid, 1, BPF_ANY as u64);
     }
     emit(Rename {
         h: header(tid, kind::EXEC),

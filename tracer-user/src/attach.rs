@@ -47,6 +47,9 @@ pub struct Probes {
     /// kernel (seen on 6.18) drops most of such processes' breakpoints, `perf record -p`'s
     /// as well, so their calls may be missing. Said, since it cannot be seen.
     pub second_hand: u64,
+    /// Processes whose exec removed their perf events (it raised their privileges), so
+    /// their probes were attached again: calls before that were not seen.
+    pub exec_dropped: u64,
 }
 
 impl Probes {
@@ -69,6 +72,7 @@ impl Probes {
             late: 0,
             uncertain: 0,
             second_hand: 0,
+            exec_dropped: 0,
         };
         let mut table = Vec::new();
         if p.resolved.is_empty() {
@@ -261,13 +265,32 @@ impl Probes {
     /// A traced process executed a program (or entered a traced cgroup): the probes in
     /// the files it maps now that it does not have yet are attached. Its libraries are
     /// mapped by its loader a moment after the program: those mapped later are missed.
+    /// An exec that removed the process's perf events (the programs say so) took the
+    /// uprobes it had as perf events with them: those are attached again, mapped yet or
+    /// not (a uprobe takes effect when its file is mapped).
     pub fn executed(&mut self, kernel: &mut Kernel, pid: u32) -> Result<()> {
-        let Some(has) = self.by_process.get(&pid) else {
+        let dropped = kernel.exec_dropped_probes(pid);
+        let Some(has) = self.by_process.get_mut(&pid) else {
             return Ok(());
         };
+        let mut again = Vec::new();
+        if dropped {
+            let links = |i: usize| self.everywhere.contains(&i) || self.per_process.contains(&i);
+            has.retain(|a| {
+                let i = a.0 as usize - 1;
+                if !links(i) {
+                    again.push(i);
+                }
+                links(i)
+            });
+            self.exec_dropped += 1;
+        }
+        let has = &self.by_process[&pid];
         let missing: Vec<usize> = (0..self.resolved.len())
             .filter(|&i| !has.iter().any(|a| a.0 == i as u32 + 1))
-            .filter(|&i| procfs::maps_file(pid, self.resolved[i].point.binary()))
+            .filter(|&i| {
+                again.contains(&i) || procfs::maps_file(pid, self.resolved[i].point.binary())
+            })
             .collect();
         for i in missing {
             // One that exited already has nothing left to probe.

@@ -111,6 +111,8 @@ pub struct Kernel {
     /// The filter's first test (see `ID_HINT` in tracer-ebpf): set before the maps.
     hints: Array<MapData, u8>,
     counters: PerCpuArray<MapData, u64>,
+    /// Processes whose exec removed their perf events (see tracer-ebpf's lifetimes).
+    exec_unprobed: HashMap<MapData, u32, u8>,
     /// One ring buffer per CPU, indexed by CPU id.
     pub rings: Vec<RingBuf<MapData>>,
     /// Keeps the CPU -> ring buffer array alive while programs use it.
@@ -265,6 +267,7 @@ impl Kernel {
         let tids: HashMap<MapData, u32, u32> = take("TIDS")?.try_into()?;
         let hints: Array<MapData, u8> = take("ID_HINT")?.try_into()?;
         let counters: PerCpuArray<MapData, u64> = take("COUNTERS")?.try_into()?;
+        let exec_unprobed: HashMap<MapData, u32, u8> = take("EXEC_UNPROBED")?.try_into()?;
         let pidns = match config.pidns {
             0 => None,
             _ => Some(PidNs {
@@ -296,6 +299,7 @@ impl Kernel {
             tids,
             hints,
             counters,
+            exec_unprobed,
             rings,
             _outer: outer,
             empty_probes: false,
@@ -311,6 +315,15 @@ impl Kernel {
 
     fn ebpf(&mut self) -> &mut Ebpf {
         self.ebpf.as_mut().expect("programs already unloaded")
+    }
+
+    /// Whether process `pid`'s last exec removed its perf events (its inherited uprobes
+    /// with them), as the programs saw it; forgotten once asked.
+    pub fn exec_dropped_probes(&mut self, pid: u32) -> bool {
+        match self.kernel_id(pid) {
+            Ok(Some(k)) => self.exec_unprobed.remove(&k).is_ok(),
+            _ => false,
+        }
     }
 
     /// Attaches the scheduler, system call and lifetime tracepoints; `empty` attaches

@@ -224,6 +224,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         late_probes: s.probes.late,
         uncertain_probes: s.probes.uncertain,
         second_hand_probes: s.probes.second_hand,
+        exec_dropped_probes: s.probes.exec_dropped,
         stacks_cut: d
             .stacks
             .as_ref()

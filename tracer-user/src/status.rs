@@ -40,6 +40,8 @@ pub struct RecordSummary {
     /// Processes whose probes were inherited from a process that had inherited them (see
     /// `attach`).
     pub second_hand_probes: u64,
+    /// Processes whose exec removed their probes, attached again (see `attach`).
+    pub exec_dropped_probes: u64,
     /// With `--stacks`: stacks whose user frames were cut short, by reason.
     pub stacks_cut: BTreeMap<String, u64>,
     /// Counting mode: timed Go calls that had not returned at the end.
@@ -168,6 +170,13 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             out,
             "  {} processes inherited their probes from a process that had inherited them: the kernel may drop their breakpoints (seen on Linux 6.18, perf record -p too): their calls may be missing",
             s.second_hand_probes
+        )?;
+    }
+    if s.exec_dropped_probes > 0 {
+        writeln!(
+            out,
+            "  {} processes lost their probes at an exec that raised their privileges (the kernel removes their perf events then): attached again, their first calls may be missing",
+            s.exec_dropped_probes
         )?;
     }
     for (k, v) in &s.records {

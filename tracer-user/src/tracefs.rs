@@ -70,6 +70,7 @@ pub fn offsets(tracefs: &Path) -> Result<Offsets> {
             .or_else(|_| btf.offset("pid", "numbers", 16))?,
         upid_size: btf.size_of("upid")?,
         upid_ns: btf.offset("upid", "ns", 8)?,
+        mm_flags: btf.offset("mm_struct", "flags", 8).unwrap_or(0),
         ..uretprobe_offsets(&btf).unwrap_or(Offsets::DEFAULT)
     })
 }
