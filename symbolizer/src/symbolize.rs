@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::binary::Binary;
 use crate::elf::ElfInfo;
-use crate::target::{host_path, read_maps, MapEntry};
+use crate::target::{mapped_path, read_maps, MapEntry};
 use crate::{Error, Frame};
 
 /// Identity of a file on disk, so a rebuilt binary at the same path is reloaded.
@@ -206,11 +206,7 @@ impl Symbolizer {
                 mapping: m.path,
             });
         }
-        let path = if m.deleted {
-            PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
-        } else {
-            host_path(pid, &m.path)
-        };
+        let path = mapped_path(pid, &m);
         let i = self.load(&path)?;
         let file_off = addr - m.start + m.offset;
         let vaddr = self.bins[i]

@@ -71,6 +71,18 @@ pub(crate) fn host_path(pid: u32, display: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/root{display}"))
 }
 
+/// The path to open for the file process `pid` maps at `m`: through the process's root,
+/// as it names the file; through the mapping itself where that name does not lead to it:
+/// a file deleted or replaced since, or a process that entered a chroot after mapping it
+/// (its maps name the file from the recorder's root, which its own root is not).
+pub(crate) fn mapped_path(pid: u32, m: &MapEntry) -> PathBuf {
+    let via_root = host_path(pid, &m.path);
+    if !m.deleted && via_root.exists() {
+        return via_root;
+    }
+    PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+}
+
 /// A binary as (path we open, path the target sees).
 #[derive(Clone, Debug)]
 pub(crate) struct Located {
@@ -170,14 +182,7 @@ impl Scope {
                     .filter(|m| m.path.starts_with('/') && m.path != self.main.display)
                     .filter(|m| seen.insert(m.path.clone()))
                     .map(|m| Located {
-                        open: if m.deleted {
-                            PathBuf::from(format!(
-                                "/proc/{pid}/map_files/{:x}-{:x}",
-                                m.start, m.end
-                            ))
-                        } else {
-                            host_path(pid, &m.path)
-                        },
+                        open: mapped_path(pid, &m),
                         display: m.path,
                     })
                     .collect()

@@ -479,3 +479,30 @@ fn probes_removed_by_a_privilege_raising_exec_are_attached_again() {
         assert_eq!((f.calls, f.unfinished), (calls, 0), "{err}");
     }
 }
+
+/// A process that entered a chroot after mapping its libraries (tests/fixtures/chrooted.c,
+/// as daemons confine their helpers): its maps name libc from the recorder's root, which
+/// is not its root, so the library was not found through it and `--pid` on it failed
+/// (and its probes were silently missing when it was a traced process's descendant). The
+/// library is opened through the mapping itself: every call recorded.
+#[test]
+fn a_chrooted_process_is_probed_in_its_libraries() {
+    let _serial = serial();
+    let root = tmp();
+    let dir = root.path().to_str().unwrap();
+    let mut fx = Piped::spawn(&build_fixture("chrooted"), &[dir, "100"]);
+    let out = tmp();
+    let out = out.path().join("c.trace");
+    let rec = start_tracer("record", fx.pid(), &out, &["-u", "libc:getppid"]);
+    fx.send(b"g");
+    assert_eq!(fx.numbers("CALLS", Duration::from_secs(10)), [100]);
+    let output = wait_output(rec, Duration::from_secs(20));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{err}");
+    assert!(fx.wait(Duration::from_secs(10)).success());
+    let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+    let f = s
+        .function("getppid")
+        .unwrap_or_else(|| panic!("no calls: {err}"));
+    assert_eq!((f.calls, f.unfinished), (100, 0), "{err}");
+}
