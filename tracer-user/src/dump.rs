@@ -68,7 +68,7 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
                 "# header host={} kernel={} cpus={} clock={} start_ns={} monotonic_to_realtime_ns={} tracer={}",
                 h.hostname, h.kernel, h.cpus, h.clock, h.start_ns, h.monotonic_to_realtime_ns, h.tracer_version
             )?;
-            writeln!(out, "# command {}", h.command_line.join(" "))?;
+            writeln!(out, "# command {}", one_line(&h.command_line.join(" ")))?;
         }
         ChunkKind::Process => {
             let p: ProcessInfo = chunk.meta()?;
@@ -76,9 +76,9 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
                 out,
                 "# process tgid={} exe={} launched={} cmdline={}",
                 p.tgid,
-                p.exe,
+                one_line(&p.exe),
                 p.launched,
-                p.cmdline.join(" ")
+                one_line(&p.cmdline.join(" "))
             )?;
         }
         ChunkKind::Threads => {
@@ -87,7 +87,10 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
                 writeln!(
                     out,
                     "# thread tgid={} tid={} state={} name={}",
-                    t.tgid, t.tid, t.state, t.name
+                    t.tgid,
+                    t.tid,
+                    t.state,
+                    one_line(&t.name)
                 )?;
             }
         }
@@ -309,5 +312,31 @@ pub fn describe(e: &Event) -> String {
             Some(r) => format!("frame_exit func={func} ret={} sp={sp:#x}", r as i64),
             None => format!("frame_exit func={func} tail_call sp={sp:#x}"),
         },
+    }
+}
+
+/// `s` on one line of the dump: its control characters (a command line's newlines, a
+/// thread named with a tab) escaped as Rust writes them, so that every record stays one
+/// line for tools that read the dump line by line.
+fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    (s.chars())
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(super::one_line("bash -c 'a\nb'"), "bash -c 'a\\nb'");
+        assert_eq!(super::one_line("x\ty"), "x\\ty");
+        assert_eq!(super::one_line("plain é"), "plain é");
     }
 }

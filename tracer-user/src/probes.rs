@@ -296,8 +296,14 @@ fn resolve_one(
         }
         out.push(Point::Function(m));
     }
+    // A pattern resolved in each of a server's processes finds the same functions in each.
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     for line in grouped_warnings(&warnings) {
-        eprintln!("tracer: warning: {line}");
+        if !said.contains(&line) {
+            eprintln!("tracer: warning: {line}");
+            said.push(line);
+        }
     }
     Ok(out)
 }

@@ -146,7 +146,7 @@ impl std::fmt::Display for ConvertReport {
         )?;
         writeln!(
             f,
-            "records placed after the body was written: {}",
+            "records known only after the body was written (a thread's states before its first appearance, links resolved late), merged in: {}",
             self.late_records
         )?;
         write!(f, "output: {}", self.outputs[0].display())
