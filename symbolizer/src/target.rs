@@ -148,6 +148,13 @@ impl Scope {
                         std::io::Error::from(std::io::ErrorKind::NotFound),
                     ));
                 }
+                // A script runs as its interpreter, whose files are the ones probed.
+                for _ in 0..4 {
+                    match interpreter(&abs) {
+                        Some(i) => abs = i,
+                        None => break,
+                    }
+                }
                 let elf = ElfInfo::open(&abs)?;
                 Ok(Scope {
                     root: PathBuf::from("/"),
@@ -285,6 +292,26 @@ impl Scope {
             }
         }
     }
+}
+
+/// The program a script names on its `#!` line (through `env`, as `#!/usr/bin/env
+/// python3` does, looked up in `PATH`), the process that runs it; `None` for a file that
+/// is not a script.
+fn interpreter(script: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n')?];
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    let program = PathBuf::from(words.next()?);
+    if program.file_name() != Some(std::ffi::OsStr::new("env")) {
+        return Some(program);
+    }
+    // `env [-S] [NAME=VALUE...] PROGRAM`: the first word that is neither.
+    let name = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
+    search_path(Path::new(name))
 }
 
 fn search_path(name: &Path) -> Option<PathBuf> {

@@ -432,6 +432,44 @@ fn threads_cancelled_inside_probed_calls_end_and_the_program_runs_on() {
     }
 }
 
+/// A launched command that is a script (`#!/usr/bin/env sh`, as version managers' shims
+/// are) runs as its interpreter: libraries are looked up in the interpreter's, and a
+/// library probe sees the calls of the program the script executes in the end (here the
+/// privexec fixture's child: 5 getppid() calls). It was refused: "not an ELF file".
+#[test]
+fn a_launched_script_is_probed_through_its_interpreter() {
+    let _serial = serial();
+    let bin = build_fixture("privexec");
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("shim");
+    let text = format!("#!/usr/bin/env sh\nexec {} child\n", bin.display());
+    std::fs::write(&script, text).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let trace = dir.path().join("shim.trace");
+    let mut cmd = Command::new(tracer_bin());
+    cmd.args(["record", "-q", "--events", "calls", "-u", "libc:getppid"]);
+    let o = cmd
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // The shell calls getppid() too (for $PPID): the fixture's are those after its exec.
+    let t = read_trace(&trace);
+    let id = probe_ids(&trace)["getppid"];
+    let exec = (t.records.iter())
+        .find(|r| matches!(&r.event, Event::Exec { comm } if comm.as_str() == "privexec"))
+        .unwrap_or_else(|| panic!("no exec of the fixture: {err}"))
+        .ts;
+    let entries = count(&t, |r| {
+        r.ts > exec && matches!(r.event, Event::FuncEntry { func } if func == id)
+    });
+    assert_eq!(entries, 5, "{err}");
+}
+
 /// A program that switches stacks itself (tests/fixtures/coroutines.c, ucontext: two
 /// coroutines whose `step` calls `leaf`, then switches to the other, so every `step`
 /// returns on a stack switched away from and back to). A uretprobe on `step` has the
