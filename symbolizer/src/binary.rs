@@ -186,6 +186,9 @@ impl Binary {
         } else {
             None
         };
+        let returns_i32 = detail == Detail::Probe
+            && language == Language::Native
+            && self.dwarf().is_some_and(|d| d.returns_i32(s.addr));
         Ok(FunctionMatch {
             name,
             symbol: s.raw.clone(),
@@ -200,6 +203,7 @@ impl Binary {
             warning: p.warning,
             unprobeable: p.refused,
             stacks_switch: false,
+            returns_i32,
             language,
             exit,
         })

@@ -148,6 +148,27 @@ impl DwarfCtx {
         Some(format!("{}:{}", loc.file?, loc.line?))
     }
 
+    /// Whether the (outermost) function at `vaddr` returns a signed 32-bit integer (C's
+    /// `int`, through typedefs and qualifiers, or an enum over one), whose value is the
+    /// lower half of the return register only.
+    pub fn returns_i32(&self, vaddr: u64) -> bool {
+        if !in_any_range(vaddr) {
+            return false;
+        }
+        let Some(mut iter) = self.run(self.ctx.find_frames(vaddr)).ok() else {
+            return false;
+        };
+        let mut last = None;
+        while let Ok(Some(f)) = iter.next() {
+            last = f.dw_die_offset;
+        }
+        let (Some(unit), Some(offset)) = (self.run(self.ctx.find_dwarf_and_unit(vaddr)), last)
+        else {
+            return false;
+        };
+        return_type_is_i32(unit, offset)
+    }
+
     fn decl_from_die(&self, vaddr: u64) -> Option<String> {
         let mut iter = self.run(self.ctx.find_frames(vaddr)).ok()?;
         let mut last = None;
@@ -253,6 +274,53 @@ fn decl(
         }
         _ => None,
     }
+}
+
+/// Whether the subprogram DIE at `offset` (or the declaration it completes) returns a
+/// signed integer of 4 bytes.
+fn return_type_is_i32(unit: gimli::UnitRef<'_, R>, offset: gimli::UnitOffset) -> bool {
+    let mut at = offset;
+    // The function's type, on it or on its abstract origin or declaration.
+    let mut ty = None;
+    for _ in 0..4 {
+        let Ok(entry) = unit.entry(at) else {
+            return false;
+        };
+        if let Some(gimli::AttributeValue::UnitRef(t)) = entry.attr_value(gimli::DW_AT_type) {
+            ty = Some(t);
+            break;
+        }
+        match entry
+            .attr_value(gimli::DW_AT_abstract_origin)
+            .or_else(|| entry.attr_value(gimli::DW_AT_specification))
+        {
+            Some(gimli::AttributeValue::UnitRef(o)) => at = o,
+            _ => return false,
+        }
+    }
+    let Some(mut at) = ty else { return false };
+    for _ in 0..8 {
+        let Ok(entry) = unit.entry(at) else {
+            return false;
+        };
+        match entry.tag() {
+            gimli::DW_TAG_base_type => {
+                let size = entry.attr_value(gimli::DW_AT_byte_size);
+                let encoding = entry.attr_value(gimli::DW_AT_encoding);
+                return size.and_then(|v| v.udata_value()) == Some(4)
+                    && encoding == Some(gimli::AttributeValue::Encoding(gimli::DW_ATE_signed));
+            }
+            gimli::DW_TAG_typedef
+            | gimli::DW_TAG_const_type
+            | gimli::DW_TAG_volatile_type
+            | gimli::DW_TAG_enumeration_type => match entry.attr_value(gimli::DW_AT_type) {
+                Some(gimli::AttributeValue::UnitRef(t)) => at = t,
+                _ => return false,
+            },
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// The unit of `dwarf` whose entries hold `offset` (a linear scan: only for

@@ -109,6 +109,9 @@ pub struct FunctionMatch {
     /// another stack than the one its thread runs other calls on, so its returns, probed
     /// at their instructions, pair with its entry by its exact frame only.
     pub stacks_switch: bool,
+    /// It returns a signed 32-bit integer (DWARF says so): its value is the lower half of
+    /// the return register, whose upper half need not be its sign.
+    pub returns_i32: bool,
     /// What the function is compiled from, which decides how its returns can be probed.
     pub language: Language,
     /// How to probe the function's returns.

@@ -470,6 +470,44 @@ fn a_launched_script_is_probed_through_its_interpreter() {
     assert_eq!(entries, 5, "{err}");
 }
 
+/// Return values as wide as the function's type (tests/fixtures/returns.c): an `int`'s
+/// -1 is the lower half of the return register, whose upper half the function left zero,
+/// so it read 4294967295 and was no error. With DWARF saying the function returns an
+/// int, the programs sign-extend it: `check`'s failures are errors as many as the fixture
+/// counts, in records and in the kernel's counts; `big`'s unsigned 0xffffffff is none,
+/// and `wide`'s 64-bit -2 is one every time.
+#[test]
+fn an_int_function_returning_minus_one_is_an_error() {
+    let _serial = serial();
+    let bin = build_fixture("returns");
+    let dir = tempfile::tempdir().unwrap();
+    for mode in ["record", "stat"] {
+        let out = dir.path().join(format!("r.{mode}"));
+        let mut cmd = Command::new(tracer_bin());
+        cmd.args([mode, "-q", "--events", "calls"]);
+        if mode == "stat" {
+            cmd.arg("--exact-latency");
+        }
+        for f in ["check", "big", "wide"] {
+            cmd.args(["-u", f]);
+        }
+        let o = cmd.arg("-o").arg(&out).arg("--").arg(&bin).arg("100");
+        let o = o.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{mode}: {err}");
+        let calls = counted(&o, "CALLS");
+        let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+        let errors = |f: &str| {
+            let f = s.function(f).unwrap_or_else(|| panic!("{mode}: no {f}"));
+            assert_eq!(f.calls, calls, "{mode}");
+            f.errors
+        };
+        assert_eq!(errors("check"), counted(&o, "CHECK_FAILED"), "{mode}");
+        assert_eq!(errors("big"), 0, "{mode}");
+        assert_eq!(errors("wide"), calls, "{mode}");
+    }
+}
+
 /// A program that switches stacks itself (tests/fixtures/coroutines.c, ucontext: two
 /// coroutines whose `step` calls `leaf`, then switches to the other, so every `step`
 /// returns on a stack switched away from and back to). A uretprobe on `step` has the

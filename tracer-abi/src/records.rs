@@ -281,6 +281,22 @@ pub struct FrameEntry {
 /// ([`FrameEntry::switching`]; counting mode then pairs its calls by exact frame too).
 pub const COOKIE_STACKS_SWITCH: u64 = 1 << 32;
 
+/// In the attach cookie of a native function's probes, above its id: the function
+/// returns a signed 32-bit integer (its DWARF says so), the lower half of the return
+/// register, whose upper half need not be its sign (`-1` reads 4294967295 there). The
+/// programs sign-extend it, so that a negative return is one in records and counts.
+pub const COOKIE_RET_I32: u64 = 1 << 33;
+
+/// The return value of a function probed with attach cookie `cookie`, from its return
+/// register `rax` (see [`COOKIE_RET_I32`]).
+#[inline(always)]
+pub fn return_value(cookie: u64, rax: u64) -> u64 {
+    match cookie & COOKIE_RET_I32 {
+        0 => rax,
+        _ => rax as u32 as i32 as i64 as u64,
+    }
+}
+
 /// A native function probed as [`FrameEntry`] says left the frame at `sp`: by a return
 /// instruction, with `ret`, or (`tail` 1) by a jump to another function, which returns
 /// for it (its result is then not known here).

@@ -39,8 +39,9 @@ pub fn func_entry(ctx: ProbeContext) -> u32 {
 #[uretprobe]
 pub fn func_exit(ctx: RetProbeContext) -> u32 {
     // SAFETY: helper reading this program's attach cookie.
-    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
-    let ret: u64 = ctx.ret();
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let func = cookie as u32;
+    let ret = return_value(cookie, ctx.ret());
     let (tgid, tid) = current();
     if !probed(tgid, tid) {
         return 0;
@@ -74,14 +75,15 @@ extern "C" {
 pub fn func_session(ctx: *mut core::ffi::c_void) -> u32 {
     let ctx = ProbeContext::new(ctx);
     // SAFETY: helpers reading this program's attach cookie and session cookie.
-    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let func = cookie as u32;
     let stamp = unsafe { bpf_session_cookie() };
     let (tgid, tid) = current();
     // SAFETY: a kfunc without preconditions in a session program.
     if unsafe { bpf_session_is_return() } {
         // SAFETY: the session's cookie, written by this call's entry; the saved
         // registers of the return.
-        let (start, ret) = unsafe { (*stamp, (*ctx.regs).rax) };
+        let (start, ret) = unsafe { (*stamp, return_value(cookie, (*ctx.regs).rax)) };
         if stat::session_return(tid, func, start, ret, now()) {
             emit(FuncExit {
                 h: header(tid, kind::FUNC_EXIT),
@@ -214,7 +216,11 @@ fn frame_left(ctx: &ProbeContext, tail: bool) {
     let (tgid, tid) = current();
     // A tail call's result is its callee's, not known here.
     // SAFETY: the probe's saved registers, a valid context.
-    let ret = if tail { 0 } else { unsafe { (*ctx.regs).rax } };
+    let ret = if tail {
+        0
+    } else {
+        return_value(cookie, unsafe { (*ctx.regs).rax })
+    };
     let sp = stack_pointer(ctx);
     if counting() {
         // As Go's returns: the lookup keyed by the process is the filter too.

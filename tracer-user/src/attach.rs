@@ -117,6 +117,10 @@ impl Probes {
             return Ok(());
         }
         let target = if everywhere { 0 } else { pid };
+        let ret_i32 = match point {
+            Point::Function(f) if f.returns_i32 => tracer_abi::COOKIE_RET_I32,
+            _ => 0,
+        };
         let cookie = |prog| match (prog, point) {
             (
                 Prog::FrameEntry
@@ -125,8 +129,8 @@ impl Probes {
                 | Prog::FrameThrough
                 | Prog::FrameThroughTail,
                 Point::Function(f),
-            ) if f.stacks_switch => id as u64 | tracer_abi::COOKIE_STACKS_SWITCH,
-            _ => id as u64,
+            ) if f.stacks_switch => id as u64 | tracer_abi::COOKIE_STACKS_SWITCH | ret_i32,
+            _ => id as u64 | ret_i32,
         };
         let mut at = |prog, offset, ref_ctr| {
             let cookie = cookie(prog);
