@@ -287,6 +287,13 @@ pub const COOKIE_STACKS_SWITCH: u64 = 1 << 32;
 /// programs sign-extend it, so that a negative return is one in records and counts.
 pub const COOKIE_RET_I32: u64 = 1 << 33;
 
+/// In the attach cookie of a uprobe session of one process (a library's function in
+/// counting mode), above the function's id: the function's calls are counted by an
+/// entry probe of their own, which the process's forks inherit from their first
+/// instruction on, where a session is the process's alone and a fork's own comes only
+/// once the recorder has seen the fork. The session then only times.
+pub const COOKIE_COUNTED_APART: u64 = 1 << 34;
+
 /// The return value of a function probed with attach cookie `cookie`, from its return
 /// register `rax` (see [`COOKIE_RET_I32`]).
 #[inline(always)]

@@ -101,7 +101,8 @@ pub fn func_session(ctx: *mut core::ffi::c_void) -> u32 {
     }
     let c = config();
     let t = now();
-    let chosen = stat::session_entry(tid, func, t, &c);
+    let counts = cookie & COOKIE_COUNTED_APART == 0;
+    let chosen = stat::session_entry(tid, func, t, &c, counts);
     if chosen.recorded {
         emit(FuncEntry {
             h: header(tid, kind::FUNC_ENTRY),
@@ -114,6 +115,19 @@ pub fn func_session(ctx: *mut core::ffi::c_void) -> u32 {
     }
     // SAFETY: the session's cookie, read back by this call's return.
     unsafe { *stamp = t };
+    0
+}
+
+/// Counting mode's count of the calls of a function whose sessions are one process's
+/// each ([`COOKIE_COUNTED_APART`]): an entry probe that forks inherit.
+#[uprobe]
+pub fn func_count(ctx: ProbeContext) -> u32 {
+    // SAFETY: helper reading this program's attach cookie.
+    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let (tgid, tid) = current();
+    if probed(tgid, tid) {
+        let _ = stat::count(func);
+    }
     0
 }
 

@@ -276,6 +276,13 @@ pub fn count(func: u32) -> Option<u64> {
     }
 }
 
+/// How many calls of `func` this CPU has counted, None when `func` is out of the table.
+#[inline(always)]
+fn counted_so_far(func: u32) -> Option<u64> {
+    // SAFETY: per-CPU slot.
+    FUNC_STATS.get_ptr(func).map(|s| unsafe { (*s).calls })
+}
+
 /// Whether a call of `func`, the `n`th on this CPU, entered at `now`, is timed: one in
 /// `c.time_every`, or those `c.time_budget` allows.
 #[inline(always)]
@@ -293,12 +300,17 @@ fn every(k: u32, n: u64) -> bool {
     k != 0 && n % k as u64 == 1 % k as u64
 }
 
-/// A session's entry into `func` by `tid` at `now`: the call is counted, and one in
-/// `c.time_every` (per CPU) is timed, or those `c.time_budget` allows; one in
+/// A session's entry into `func` by `tid` at `now`: the call is counted (unless
+/// `counts` is false: a probe of its own counts it, in this trap, before or after), and
+/// one in `c.time_every` (per CPU) is timed, or those `c.time_budget` allows; one in
 /// `c.sample_every` (if not 0) recorded in full.
 #[inline(always)]
-pub fn session_entry(tid: u32, func: u32, now: u64, c: &Config) -> Chosen {
-    let Some(n) = count(func) else {
+pub fn session_entry(tid: u32, func: u32, now: u64, c: &Config, counts: bool) -> Chosen {
+    let n = match counts {
+        true => count(func),
+        false => counted_so_far(func),
+    };
+    let Some(n) = n else {
         return Chosen {
             timed: false,
             recorded: false,

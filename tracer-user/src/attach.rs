@@ -1,6 +1,9 @@
 //! Which traced process has which probes, and since when. Probes are inherited by the
 //! processes a probed one creates after they were attached; a process it created before
 //! (found at attach, or forked while the probes were being attached) gets its own.
+//! Counting mode's uprobe sessions in a library are one process's each, which its forks
+//! do not inherit: their calls are counted by an entry probe that forks do inherit, and
+//! a fork gets a session of its own to time them once it is seen.
 
 use std::collections::HashMap;
 
@@ -24,6 +27,16 @@ type Attached = Vec<(u32, u64, u64)>;
 /// drained after their exit: far more than one drain's worth of exits.
 const GONE: usize = 4096;
 
+/// What of a function's probe [`Probes::attach_one`] attaches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Whole,
+    /// The session of a process whose counter is in place (inherited).
+    Session,
+    /// The counter of a process whose session is in place (an exec removed the counter).
+    Counter,
+}
+
 /// See the module's documentation.
 pub struct Probes {
     resolved: Vec<Resolved>,
@@ -32,7 +45,7 @@ pub struct Probes {
     /// processes): every process has them, forks included, from the start.
     everywhere: std::collections::HashSet<usize>,
     /// Probes attached as uprobe sessions of one process each, which its forks do not
-    /// inherit.
+    /// inherit; with `inherit`, their calls counted apart, by probes forks inherit.
     per_process: std::collections::HashSet<usize>,
     by_process: HashMap<u32, Attached>,
     /// The probes of the processes that exited last: the rings are drained one CPU after
@@ -88,7 +101,7 @@ impl Probes {
                 .filter_map(|pid| pid.or(launched))
                 .collect();
             for pid in pids {
-                p.attach_one(kernel, i, pid)
+                p.attach_one(kernel, i, pid, Part::Whole)
                     .with_context(|| format!("probing {}", p.resolved[i].point.name()))?;
             }
             table.push(crate::probes::table_entry(id, &p.resolved[i].point));
@@ -96,7 +109,7 @@ impl Probes {
         Ok((p, table))
     }
 
-    fn attach_one(&mut self, kernel: &mut Kernel, i: usize, pid: u32) -> Result<()> {
+    fn attach_one(&mut self, kernel: &mut Kernel, i: usize, pid: u32, part: Part) -> Result<()> {
         let (id, inherit) = (i as u32 + 1, self.inherit);
         let start = clock::monotonic_ns();
         let point = &self.resolved[i].point;
@@ -117,6 +130,7 @@ impl Probes {
             return Ok(());
         }
         let target = if everywhere { 0 } else { pid };
+        let apart = !everywhere && sessions && inherit;
         let ret_i32 = match point {
             Point::Function(f) if f.returns_i32 => tracer_abi::COOKIE_RET_I32,
             _ => 0,
@@ -130,6 +144,7 @@ impl Probes {
                 | Prog::FrameThroughTail,
                 Point::Function(f),
             ) if f.stacks_switch => id as u64 | tracer_abi::COOKIE_STACKS_SWITCH | ret_i32,
+            (Prog::Session, _) if apart => id as u64 | tracer_abi::COOKIE_COUNTED_APART | ret_i32,
             _ => id as u64 | ret_i32,
         };
         let mut at = |prog, offset, ref_ctr| {
@@ -142,7 +157,15 @@ impl Probes {
                 if !everywhere {
                     self.per_process.insert(i);
                 }
-                at(Prog::Session, f.file_offset, None)?;
+                if apart && part != Part::Session {
+                    at(Prog::Count, f.file_offset, None)?;
+                }
+                if part != Part::Counter {
+                    at(Prog::Session, f.file_offset, None)?;
+                }
+                if part == Part::Session {
+                    return Ok(());
+                }
             }
             // Returns first: a call whose entry is recorded then always has its return
             // probed, where the other order leaves the calls entered in between open
@@ -229,16 +252,21 @@ impl Probes {
         };
         let mut inherited = Attached::new();
         let mut missing = Vec::new();
+        // Probes whose counter it inherited (or may have), and whose session it needs.
+        let mut untimed = Vec::new();
         let mut uncertain = false;
         for &(id, start, end) in &parent {
-            if self.per_process.contains(&(id as usize - 1)) {
-                missing.push(id);
-            } else if fork.ts > end {
+            let session = self.per_process.contains(&(id as usize - 1));
+            if fork.ts > end {
                 inherited.push((id, 0, 0));
             } else if fork.ts < start {
                 missing.push(id);
+                continue;
             } else {
                 uncertain = true;
+            }
+            if session {
+                untimed.push(id);
             }
         }
         self.uncertain += uncertain as u64;
@@ -249,11 +277,14 @@ impl Probes {
             .any(|&(id, s, e)| (s, e) == (0, 0) && !everywhere.contains(&(id as usize - 1)))
             as u64;
         self.by_process.insert(fork.child, inherited);
+        // A process that exited already is no error: it has nothing left to probe.
+        for id in untimed {
+            let _ = self.attach_one(kernel, id as usize - 1, fork.child, Part::Session);
+        }
         if !missing.is_empty() {
             self.late += 1;
             for id in missing {
-                // A process that exited already is no error: it has nothing left to probe.
-                let _ = self.attach_one(kernel, id as usize - 1, fork.child);
+                let _ = self.attach_one(kernel, id as usize - 1, fork.child, Part::Whole);
             }
         }
         Ok(())
@@ -279,7 +310,10 @@ impl Probes {
         };
         let mut again = Vec::new();
         if dropped {
-            let links = |i: usize| self.everywhere.contains(&i) || self.per_process.contains(&i);
+            // A session is a link, not a perf event; its counter, with `inherit`, is one.
+            let links = |i: usize| {
+                self.everywhere.contains(&i) || (self.per_process.contains(&i) && !self.inherit)
+            };
             has.retain(|a| {
                 let i = a.0 as usize - 1;
                 if !links(i) {
@@ -297,8 +331,12 @@ impl Probes {
             })
             .collect();
         for i in missing {
+            let part = match again.contains(&i) && self.per_process.contains(&i) {
+                true => Part::Counter,
+                false => Part::Whole,
+            };
             // One that exited already has nothing left to probe.
-            let _ = self.attach_one(kernel, i, pid);
+            let _ = self.attach_one(kernel, i, pid, part);
         }
         Ok(())
     }

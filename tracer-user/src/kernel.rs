@@ -78,6 +78,9 @@ pub enum Prog {
     /// Counting mode: a function's entry and, when the entry asks, its return (a uprobe
     /// session).
     Session,
+    /// Counting mode: the count of a function whose sessions are one process's each
+    /// (see `COOKIE_COUNTED_APART`).
+    Count,
 }
 
 /// The program attached for `prog` (one that does nothing, when `empty`).
@@ -97,6 +100,7 @@ fn prog_name(prog: Prog, empty: bool) -> &'static str {
         (Prog::FrameThrough, false) => "frame_through",
         (Prog::FrameThroughTail, false) => "frame_through_tail",
         (Prog::Usdt, false) => "usdt",
+        (Prog::Count, false) => "func_count",
     }
 }
 
