@@ -871,22 +871,33 @@ fn a_recursive_go_function_is_counted_at_every_level() {
 /// processes (tests/fixtures/forkstorm.c: each calls work(), which calls libc's
 /// syscall(), as soon as it runs), every call in the library and in the executable, as
 /// many as the fixture forked processes; and none is said to have got its probes late.
+/// With `--exact-latency`, every one of them timed too.
 #[test]
 fn calls_of_processes_forked_while_counting_are_all_counted() {
     let _serial = serial();
-    let mut fx = Piped::spawn(&build_fixture("forkstorm"), &["200", "0"]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("f.stat");
-    let st = start_stat_with(fx.pid(), &out, &["-u", "libc:syscall", "-u", "work"]);
-    fx.send(b"g");
-    let forks = fx.numbers("FORKS", Duration::from_secs(60))[0];
-    let said = stop_tracer_within(st, Duration::from_secs(20));
-    let said = String::from_utf8_lossy(&said.stderr);
-    assert!(fx.wait(Duration::from_secs(10)).success());
-    assert_eq!(forks, 200, "forks failed in the fixture");
-    let ids = probe_ids(&out);
-    let f = read(&out);
-    assert_eq!(calls(&f, ids["syscall"]), forks, "{said}");
-    assert_eq!(calls(&f, ids["work"]), forks, "{said}");
-    assert!(!said.contains("late"), "{said}");
+    for exact in [false, true] {
+        let mut fx = Piped::spawn(&build_fixture("forkstorm"), &["200", "0"]);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("f.stat");
+        let mut args = vec!["-u", "libc:syscall", "-u", "work"];
+        if exact {
+            args.push("--exact-latency");
+        }
+        let st = start_stat_with(fx.pid(), &out, &args);
+        fx.send(b"g");
+        let forks = fx.numbers("FORKS", Duration::from_secs(60))[0];
+        let said = stop_tracer_within(st, Duration::from_secs(20));
+        let said = String::from_utf8_lossy(&said.stderr);
+        assert!(fx.wait(Duration::from_secs(10)).success());
+        assert_eq!(forks, 200, "forks failed in the fixture");
+        let ids = probe_ids(&out);
+        let f = read(&out);
+        for name in ["syscall", "work"] {
+            assert_eq!(calls(&f, ids[name]), forks, "{name}, exact {exact}: {said}");
+            if exact {
+                assert_eq!(timed(&f, ids[name]), forks, "{name} timed: {said}");
+            }
+        }
+        assert!(!said.contains("late"), "{said}");
+    }
 }

@@ -130,6 +130,10 @@ impl Probes {
             return Ok(());
         }
         let target = if everywhere { 0 } else { pid };
+        // Every call's return probed anyway (`--exact-latency`): in a library, a uretprobe
+        // that forks inherit times their calls from the first, where a session is the
+        // process's alone.
+        let sessions = sessions && (everywhere || !(inherit && kernel.every_call_timed()));
         let apart = !everywhere && sessions && inherit;
         let ret_i32 = match point {
             Point::Function(f) if f.returns_i32 => tracer_abi::COOKIE_RET_I32,

@@ -134,6 +134,8 @@ pub struct Kernel {
     /// Counting mode's uprobe session programs (timing and empty), when the kernel has
     /// sessions: loaded by `sessions`, outside aya.
     sessions: Option<[OwnedFd; 2]>,
+    /// Counting mode times every call (`--exact-latency`).
+    every_call_timed: bool,
     /// The uprobe programs loaded for machine-wide links, and their empty floors.
     machine_wide: FxHashMap<(Prog, bool), OwnedFd>,
     /// See [`Kernel::per_process_uprobes`].
@@ -312,6 +314,9 @@ impl Kernel {
             uprobe_events: crate::uprobe::Events::new(tracefs),
             pidns,
             sessions,
+            every_call_timed: config.stat_mode != 0
+                && config.time_every == 1
+                && config.time_budget == 0,
             machine_wide,
             per_process_uprobes: 0,
         })
@@ -443,6 +448,11 @@ impl Kernel {
     /// has them).
     pub fn sessions(&self) -> bool {
         self.sessions.is_some()
+    }
+
+    /// Whether counting mode times every call (`--exact-latency`).
+    pub fn every_call_timed(&self) -> bool {
+        self.every_call_timed
     }
 
     /// Records of probes that do nothing (`--empty-probes`): the kernel's own cost.
