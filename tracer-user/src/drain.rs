@@ -31,6 +31,10 @@ pub struct Drain {
     pub undecodable: Vec<u64>,
     /// With `--stacks`, the stacks interned so far.
     pub stacks: Option<Stacks>,
+    /// The end of the recording, once it has ended: records after it (made while the
+    /// probes were being detached) are left out, and counted here.
+    pub until: Option<u64>,
+    pub after_end: u64,
 }
 
 impl Drain {
@@ -44,6 +48,8 @@ impl Drain {
             total: 0,
             undecodable: vec![0; cpus as usize],
             stacks: None,
+            until: None,
+            after_end: 0,
         }
     }
 
@@ -66,6 +72,10 @@ impl Drain {
                     self.undecodable[cpu] += 1;
                     continue;
                 };
+                if self.until.is_some_and(|end| ts > end) {
+                    self.after_end += 1;
+                    continue;
+                }
                 self.encoders[cpu].push(ts, tid, &event);
                 self.counts[event.kind_index()] += 1;
                 if let (Event::Exec { .. }, Some(s)) = (&event, &mut self.stacks) {

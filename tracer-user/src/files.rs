@@ -92,9 +92,9 @@ impl Files {
         losses.since(&self.base_losses)
     }
 
-    /// Ends the current file: what it lost, then the trailer; on disk before returning.
-    pub fn finish(&self, d: &mut Drain, losses: &Losses, reason: &str) -> Result<()> {
-        let end_ns = crate::clock::monotonic_ns();
+    /// Ends the current file at `end_ns`: what it lost, then the trailer; on disk before
+    /// returning.
+    pub fn finish(&self, d: &mut Drain, losses: &Losses, reason: &str, end_ns: u64) -> Result<()> {
         let in_file = losses.since(&self.base_losses);
         d.w.meta(ChunkKind::Lost, &in_file.counts(end_ns))?;
         let records = (d.counts.iter().zip(self.base_counts).enumerate())
@@ -131,7 +131,7 @@ impl Files {
         keep: usize,
     ) -> Result<()> {
         d.flush_all()?;
-        self.finish(d, &losses, "rotated")?;
+        self.finish(d, &losses, "rotated", crate::clock::monotonic_ns())?;
         let path = segment_path(base, SystemTime::now());
         let file = output::create_exclusive(&path, force)?;
         let mut threads = Vec::new();

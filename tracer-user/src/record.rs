@@ -182,14 +182,28 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     status.clear();
     let reason = ran.map_err(|e| files.explain(e))?;
 
-    // Stop the producers, then take what is still in the buffers.
-    let n = s.kernel.per_process_uprobes();
-    if !opts.quiet && n >= crate::kernel::SLOW_DETACH {
-        eprintln!("tracer: detaching {n} uprobes attached per process (the kernel undoes them one at a time)...");
-    }
-    s.kernel.stop();
+    // The recording ends now: what the buffers and the counts hold is taken before the
+    // producers are detached, which takes a grace period per uprobe of a process (seconds
+    // to minutes with hundreds), and what they make meanwhile is left out (a file that
+    // ran on to the detach's end showed every thread blocked all that time).
     let end = (|| {
         let mut names = Names::new();
+        d.drain(&mut s.kernel, |ts, tid, e| {
+            see(&mut mode, &mut tree, &mut names, ts, tid, e)
+        })?;
+        if let Mode::Stat(c) = &mut mode {
+            for (tid, tgid, name) in names.drain(..) {
+                c.saw(tid, tgid, &name);
+            }
+            c.window(&mut s.kernel, &mut d.w)?;
+        }
+        let end_ns = crate::clock::monotonic_ns();
+        d.until = Some(end_ns);
+        let n = s.kernel.per_process_uprobes();
+        if !opts.quiet && n >= crate::kernel::SLOW_DETACH {
+            eprintln!("tracer: detaching {n} uprobes attached per process (the kernel undoes them one at a time)...");
+        }
+        s.kernel.stop();
         d.drain(&mut s.kernel, |ts, tid, e| {
             see(&mut mode, &mut tree, &mut names, ts, tid, e)
         })?;
@@ -199,14 +213,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             d.w.meta(ChunkKind::Process, &procfs::process(fork.child, false))?;
         }
         d.flush_all()?;
-        if let Mode::Stat(c) = &mut mode {
-            for (tid, tgid, name) in names.drain(..) {
-                c.saw(tid, tgid, &name);
-            }
-            c.window(&mut s.kernel, &mut d.w)?;
-        }
         let losses = losses(&s.kernel, &d)?;
-        files.finish(&mut d, &losses, reason)?;
+        files.finish(&mut d, &losses, reason, end_ns)?;
         anyhow::Ok(losses)
     })();
     let losses = end.map_err(|e| files.explain(e))?;
@@ -230,6 +238,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             .as_ref()
             .map(|st| st.cut.iter().map(|(k, &n)| (k.clone(), n)).collect())
             .unwrap_or_default(),
+        after_end: d.after_end,
         frames_unclosed: match mode {
             Mode::Stat(_) => s.kernel.frames_unclosed()?,
             Mode::Trace { .. } => 0,

@@ -46,6 +46,8 @@ pub struct RecordSummary {
     pub stacks_cut: BTreeMap<String, u64>,
     /// Counting mode: timed Go calls that had not returned at the end.
     pub frames_unclosed: u64,
+    /// Records made after the end, while the probes were being detached (left out).
+    pub after_end: u64,
     /// Counting mode: windows of counts written (records are then only the losses).
     pub windows: Option<u64>,
     /// The launched command's exit status, when it ended the recording by exiting.
@@ -149,6 +151,13 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             out,
             "  {} stacks not taken: the ring buffer was over half full, and stacks yield to the events (whose records are all there); their time off the CPU is under no stack",
             s.stacks_shed
+        )?;
+    }
+    if s.after_end > 0 {
+        writeln!(
+            out,
+            "  {} records made while the probes were being detached, after the end, left out",
+            s.after_end
         )?;
     }
     if s.frames_unclosed > 0 {
