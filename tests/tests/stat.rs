@@ -901,3 +901,46 @@ fn calls_of_processes_forked_while_counting_are_all_counted() {
         assert!(!said.contains("late"), "{said}");
     }
 }
+
+/// The calls timed are one in N, each at an offset drawn in its block of N calls: a
+/// function failing every other call (tests/fixtures/returns.c's `check`, as a
+/// non-blocking accept does with EAGAIN) had all its timed calls of one parity under a
+/// fixed one in 64, and 0 errors estimated where half failed (Erlang's and coturn's
+/// libc calls in a server sweep). Estimated now about half, as counted by the fixture.
+#[test]
+fn errors_of_calls_alternating_in_kind_are_estimated_without_aliasing() {
+    let _serial = serial();
+    let bin = build_fixture("returns");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.stat");
+    let mut cmd = Command::new(tracer_bin());
+    cmd.args(["stat", "-q", "--events", "calls", "-u", "check", "-o"]);
+    let o = cmd
+        .arg(&out)
+        .arg("--")
+        .arg(&bin)
+        .arg("64000")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let failed = counted(&o, "CHECK_FAILED");
+    assert_eq!(failed, 32_000);
+    let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+    let f = s.function("check").unwrap();
+    assert_eq!(f.calls, 64_000);
+    assert!(
+        f.estimated && f.timed_calls >= 900,
+        "{} timed",
+        f.timed_calls
+    );
+    // 1,000 timed calls, half failing: 40-60% is over 6 standard deviations each way.
+    let share = f.errors as f64 / f.calls as f64;
+    assert!(
+        (0.4..=0.6).contains(&share),
+        "{} errors estimated of {} calls from {} timed",
+        f.errors,
+        f.calls,
+        f.timed_calls
+    );
+}

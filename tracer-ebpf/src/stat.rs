@@ -20,7 +20,7 @@
 use aya_ebpf::{
     bindings::BPF_ANY,
     btf_maps::{HashMap, LruHashMap, PerCpuArray},
-    helpers::generated::bpf_get_smp_processor_id,
+    helpers::generated::{bpf_get_prandom_u32, bpf_get_smp_processor_id},
     macros::btf_map,
 };
 use tracer_abi::*;
@@ -45,6 +45,11 @@ static SAMPLED: HashMap<u32, u32, { MAX_THREADS as usize }> = HashMap::new();
 #[btf_map]
 static SAMPLE_TICK: PerCpuArray<u64, { MAX_FUNCS as usize }> = PerCpuArray::new();
 
+/// Per function and CPU, the number of the call `--time-every` times in the current
+/// block of calls (see [`picked`]).
+#[btf_map]
+static TIME_PICK: PerCpuArray<u64, { MAX_FUNCS as usize }> = PerCpuArray::new();
+
 /// Per function and CPU, `--time-budget`'s window: its number, calls and timed calls so
 /// far, and the stride that spreads its timed calls (the last window's calls / budget).
 #[repr(C)]
@@ -54,6 +59,8 @@ struct Budget {
     calls: u64,
     timed: u64,
     stride: u64,
+    /// The call of the current stride that is timed (see [`picked`]).
+    pick: u64,
 }
 
 #[btf_map]
@@ -83,12 +90,29 @@ fn within_budget(func: u32, now: u64, allowance: u32) -> bool {
         }
         (*b).calls += 1;
         let stride = if (*b).stride == 0 { 1 } else { (*b).stride };
-        if (*b).timed < allowance as u64 && (*b).calls % stride == 0 {
+        if (*b).timed < allowance as u64 && picked(&mut (*b).pick, stride, (*b).calls) {
             (*b).timed += 1;
             return true;
         }
     }
     false
+}
+
+/// Whether call `n` (counted from 1) is the one timed of its block of `k` calls, the
+/// block's call at an offset drawn at its first one (into `*pick`). Never a fixed one in
+/// `k`: calls that alternate in kind (a non-blocking accept failing with EAGAIN every
+/// other call) then had all their timed calls of one kind, and the errors estimated from
+/// them were none, or all.
+#[inline(always)]
+fn picked(pick: &mut u64, k: u64, n: u64) -> bool {
+    if k <= 1 {
+        return true;
+    }
+    if n % k == 1 {
+        // SAFETY: helper without preconditions.
+        *pick = n + unsafe { bpf_get_prandom_u32() } as u64 % k;
+    }
+    n == *pick
 }
 
 #[inline(always)]
@@ -289,8 +313,14 @@ fn counted_so_far(func: u32) -> Option<u64> {
 fn chosen(func: u32, n: u64, now: u64, c: &Config) -> bool {
     if c.time_budget != 0 {
         within_budget(func, now, c.time_budget)
+    } else if c.time_every == 0 {
+        false
     } else {
-        every(c.time_every, n)
+        match TIME_PICK.get_ptr_mut(func) {
+            // SAFETY: per-CPU slot.
+            Some(p) => picked(unsafe { &mut *p }, c.time_every as u64, n),
+            None => false,
+        }
     }
 }
 
