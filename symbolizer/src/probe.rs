@@ -13,7 +13,7 @@
 
 use iced_x86::{
     Decoder, DecoderOptions, FlowControl, Formatter, GasFormatter, Instruction,
-    InstructionInfoFactory, OpAccess, Register,
+    InstructionInfoFactory, Mnemonic, OpAccess, Register,
 };
 
 const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
@@ -213,9 +213,30 @@ pub(crate) fn exits(
         ));
     }
     if rets.is_empty() && tails.is_empty() && indirect {
-        return Err("it leaves only by indirect jumps, which cannot be told from its own branches, so its returns cannot be found".into());
+        return Err("it leaves only by indirect jumps, which cannot be told from its own branches, so its returns cannot be found (--unsafe-returns probes them with a uretprobe, which an exception leaving it would end)".into());
     }
     Ok((rets, tails))
+}
+
+/// How many of a function's indirect jumps (`code`, all of it) come right after its frame
+/// is taken down (a `pop`, `leave` or `add $N,%rsp`): tail calls through a pointer, which
+/// leave it where no probe can tell them from its own switch's jumps. A switch jumps with
+/// its frame still up.
+pub(crate) fn indirect_tails(code: &[u8]) -> usize {
+    let mut d = Decoder::with_ip(64, code, 0, DecoderOptions::NONE);
+    let (mut n, mut frame_down) = (0, false);
+    while d.can_decode() {
+        let ins = d.decode();
+        if ins.flow_control() == FlowControl::IndirectBranch && frame_down {
+            n += 1;
+        }
+        frame_down = match ins.mnemonic() {
+            Mnemonic::Pop | Mnemonic::Leave => true,
+            Mnemonic::Add => ins.op0_register() == Register::RSP,
+            _ => false,
+        };
+    }
+    n
 }
 
 fn is_emulated(c: &[u8]) -> bool {
@@ -354,6 +375,23 @@ mod tests {
         assert_eq!(exits(&c, |_| false).unwrap(), (vec![4, 20], vec![7]));
         // A jump to its own cold part does not leave it.
         assert_eq!(exits(&c, |t| t == 0x10c).unwrap(), (vec![4, 20], vec![]));
+    }
+
+    #[test]
+    fn indirect_jumps_after_the_frame_is_down_are_tail_calls() {
+        let c = code(&[
+            &[0x55],                   // push %rbp
+            &[0x48, 0x01, 0xd0],       // add %rdx,%rax
+            &[0xff, 0xe0],             // jmp *%rax: a switch, its frame up
+            &[0x5d],                   // pop %rbp
+            &[0xff, 0xe0],             // jmp *%rax: a tail call
+            &[0x48, 0x83, 0xc4, 0x08], // add $8,%rsp
+            &[0xff, 0x60, 0x18],       // jmp *0x18(%rax): a tail call
+            &[0xc9],                   // leave
+            &[0xc3],                   // ret
+        ]);
+        assert_eq!(indirect_tails(&c), 2);
+        assert_eq!(indirect_tails(&code(&[&[0x5d], &[0xc3]])), 0);
     }
 
     #[test]
