@@ -451,9 +451,20 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
         None => scope.main.clone(),
         Some(l) => scope.find_lib(l)?,
     };
+    let unmapped = lib.is_some() && !scope.maps(&located);
     let bin = Binary::open(&located.open, &located.display, &scope.root)?;
-    let is_glob = glob::is_glob(func);
-    let hits = bin.find(func, is_glob);
+    // A pattern that is a function's exact name is that function: Go's method names hold
+    // a `*` (`pkg.(*Server).Put`), which as a glob also matched `(*otherServer).Put`.
+    let exact = match glob::is_glob(func) {
+        true => bin.find(func, false),
+        false => Vec::new(),
+    };
+    let is_glob = glob::is_glob(func) && exact.is_empty();
+    let hits = match is_glob {
+        true => bin.find(func, true),
+        false if exact.is_empty() => bin.find(func, false),
+        false => exact,
+    };
     if hits.is_empty() {
         // Names close to a name; a glob has none.
         let suggestions = || match is_glob {
@@ -526,6 +537,19 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
                 bin.probe_returns_at_instructions(m);
                 m.stacks_switch = switches;
             }
+        }
+    }
+    if unmapped {
+        let note = format!(
+            "{} does not load {} (yet): probed in the processes that do",
+            scope.describe(),
+            located.display
+        );
+        for m in &mut found {
+            m.warning = Some(match m.warning.take() {
+                Some(w) => format!("{w}; {note}"),
+                None => note.clone(),
+            });
         }
     }
     Ok(found)

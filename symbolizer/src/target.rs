@@ -232,6 +232,12 @@ impl Scope {
         self.first_file(crate::return_hazards::thrower_of)
     }
 
+    /// Whether the process maps `l` now (a library found otherwise is probed where it is
+    /// loaded later).
+    pub fn maps(&self, l: &Located) -> bool {
+        self.libs().iter().any(|m| m.display == l.display)
+    }
+
     /// Finds a library by path or short name (`libc`, `libssl.so.3`).
     pub fn find_lib(&self, name: &str) -> Result<Located, Error> {
         if name.contains('/') {
@@ -270,15 +276,29 @@ impl Scope {
             }
         }
         match uniq.len() {
-            0 => Err(Error::LibraryNotFound {
-                lib: name.to_string(),
-                target: self.describe(),
-                available: self
-                    .libs()
-                    .iter()
-                    .map(|l| basename(&l.display).to_string())
-                    .collect(),
-            }),
+            0 => {
+                // A process that does not load it (yet), as a server's master does not
+                // load what its workers do: the system's library, which a uprobe on the
+                // file probes in the processes that load it.
+                if let Ok(Some(file)) = system_library(name) {
+                    let display = file.to_string_lossy().into_owned();
+                    let open = match self.pid {
+                        Some(pid) => host_path(pid, &display),
+                        None => file,
+                    };
+                    if open.is_file() {
+                        return Ok(Located { open, display });
+                    }
+                }
+                Err(Error::LibraryNotFound {
+                    lib: name.to_string(),
+                    target: self.describe(),
+                    available: (self.libs().iter())
+                        .map(|l| basename(&l.display).to_string())
+                        .filter(|b| b.contains(".so"))
+                        .collect(),
+                })
+            }
             1 => Ok(uniq[0].clone()),
             _ => {
                 // An exact basename wins over prefix matches (`libssl` vs `libssl3`).

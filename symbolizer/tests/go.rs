@@ -397,6 +397,13 @@ fn go_specs_resolve_on_stripped_binaries() {
         assert!(mains.iter().all(|m| m.language == Language::Go));
         let serve = one(&t, "net/http.(*conn).serve");
         assert!(matches!(&serve.exit, Exit::Returns { rets, .. } if !rets.is_empty()));
+        // A method's exact name is that method, though its `*` would glob others too
+        // (`sync.(*RWMutex).Lock`); a pattern that names none is a glob.
+        assert_eq!(one(&t, "sync.(*Mutex).Lock").name, "sync.(*Mutex).Lock");
+        let locks = resolve(&t, "sync.(**).Lock", &Options::default()).unwrap();
+        let locks: Vec<&str> = locks.iter().map(|m| m.name.as_str()).collect();
+        assert!(locks.contains(&"sync.(*RWMutex).Lock"), "{locks:?}");
+        assert!(locks.contains(&"sync.(*Mutex).Lock"), "{locks:?}");
         // A listing leaves RET sites to resolve, and places entries the same.
         let listed = list(&t, Some("net/http.(*conn).serve")).unwrap();
         assert_eq!(listed.len(), 1);

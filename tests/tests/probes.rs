@@ -566,3 +566,35 @@ fn returns_in_a_program_that_switches_stacks_are_probed_at_their_instructions() 
     let o = record(&["--unsafe-returns", "-u", "step"]);
     assert_eq!(o.status.code(), Some(128 + libc::SIGILL));
 }
+
+/// A library the traced process does not load, but a process it starts does (a server's
+/// master and the workers it executes: Postfix's master and smtpd's libssl): named by its
+/// short name, it was refused ("not loaded by process N"). It is the system's library,
+/// said so in a warning, and probed in the processes that load it: every call of zlib's
+/// `crc32` that the Python a shell executes makes.
+#[test]
+fn a_library_loaded_only_by_a_later_process_is_found_in_the_system() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("m.trace");
+    let script =
+        "exec python3.11 -c 'import zlib; print(len([zlib.crc32(b\"abc\") for i in range(100)]))'";
+    let o = Command::new(tracer_bin())
+        .args(["record", "--events", "calls", "-u", "libz:crc32", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "100");
+    assert!(
+        err.contains("does not load") && err.contains("libz"),
+        "{err}"
+    );
+    let s = trace_summary::summarize(std::slice::from_ref(&trace)).unwrap();
+    let f = s
+        .function("crc32")
+        .unwrap_or_else(|| panic!("no calls: {err}"));
+    assert_eq!((f.calls, f.unfinished), (100, 0), "{err}");
+}
