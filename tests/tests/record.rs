@@ -578,3 +578,38 @@ fn a_slow_call_triggers_the_end_of_the_recording() {
         "stopped {after} ns after the slow call"
     );
 }
+
+/// Stopping detaches a process's uprobes one at a time, a grace period each: with 74
+/// functions of libc probed in one process, over ten seconds. The recording ran on to
+/// the end of the detach (a 3 s trace of a server read 17 s, its threads blocked all
+/// that time, in a server sweep): it ends when collection stops, the detach after it.
+#[test]
+fn a_recording_ends_when_collection_stops_not_when_the_probes_are_detached() {
+    let _serial = serial();
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("d.trace");
+    let pid = sleeper.id().to_string();
+    let o = Command::new(tracer_bin())
+        .args(["record", "--pid", &pid, "-u", "libc:str*", "-d", "1s", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let mut r = trace_file::Reader::new(std::fs::File::open(&trace).unwrap()).unwrap();
+    let mut start = None;
+    while let Some(c) = r.next_chunk().unwrap() {
+        if c.kind == trace_file::ChunkKind::Header {
+            start = Some(c.meta::<trace_file::TraceHeader>().unwrap().start_ns);
+        }
+    }
+    let end = read_trace(&trace).trailer.expect("no trailer").end_ns;
+    let seconds = (end - start.expect("no header")) as f64 / 1e9;
+    assert!(
+        (1.0..3.0).contains(&seconds),
+        "the trace covers {seconds:.1} s: {err}"
+    );
+}
