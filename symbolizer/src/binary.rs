@@ -258,11 +258,7 @@ impl Binary {
         }
         let tails_through_pointers = probe::indirect_tails(code);
         if tails_through_pointers > 0 {
-            let w = format!("it also leaves by {tails_through_pointers} indirect jump(s) after taking its frame down (tail calls through a pointer), which no probe follows: a call leaving there is ended late, at its thread's next probed return above it (--unsafe-returns times it with a uretprobe, which an exception leaving it would end)");
-            m.warning = Some(match m.warning.take() {
-                Some(first) => format!("{first}; {w}"),
-                None => w,
-            });
+            m.warn(&format!("it also leaves by {tails_through_pointers} indirect jump(s) after taking its frame down (tail calls through a pointer), which no probe follows: a call leaving there is ended late, at its thread's next probed return above it (--unsafe-returns times it with a uretprobe, which an exception leaving it would end)"));
         }
         m.exit = Exit::Returns {
             rets: rets.into_iter().map(|r| start + r).collect(),

@@ -118,6 +118,16 @@ pub struct FunctionMatch {
     pub exit: Exit,
 }
 
+impl FunctionMatch {
+    /// Adds `w` to the function's warning.
+    pub(crate) fn warn(&mut self, w: &str) {
+        self.warning = Some(match self.warning.take() {
+            Some(first) => format!("{first}; {w}"),
+            None => w.to_string(),
+        });
+    }
+}
+
 /// The language of a function, as far as probing it is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Language {
@@ -455,16 +465,9 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
     let bin = Binary::open(&located.open, &located.display, &scope.root)?;
     // A pattern that is a function's exact name is that function: Go's method names hold
     // a `*` (`pkg.(*Server).Put`), which as a glob also matched `(*otherServer).Put`.
-    let exact = match glob::is_glob(func) {
-        true => bin.find(func, false),
-        false => Vec::new(),
-    };
+    let exact = bin.find(func, false);
     let is_glob = glob::is_glob(func) && exact.is_empty();
-    let hits = match is_glob {
-        true => bin.find(func, true),
-        false if exact.is_empty() => bin.find(func, false),
-        false => exact,
-    };
+    let hits = if is_glob { bin.find(func, true) } else { exact };
     if hits.is_empty() {
         // Names close to a name; a glob has none.
         let suggestions = || match is_glob {
@@ -546,10 +549,7 @@ pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<Functi
             located.display
         );
         for m in &mut found {
-            m.warning = Some(match m.warning.take() {
-                Some(w) => format!("{w}; {note}"),
-                None => note.clone(),
-            });
+            m.warn(&note);
         }
     }
     Ok(found)
