@@ -329,8 +329,15 @@ impl SymbolIndex {
         // an address). Addresses are named by `nearest`, by binutils' rule.
         syms.sort_by_key(|s| (s.addr, s.rank));
         // Same name at the same address comes from several tables; keep one.
-        let mut seen = HashSet::new();
-        syms.retain(|s| seen.insert((s.addr, s.raw.clone())));
+        let keep: Vec<bool> = {
+            let mut seen = rustc_hash::FxHashSet::default();
+            seen.reserve(syms.len());
+            syms.iter()
+                .map(|s| seen.insert((s.addr, &*s.raw)))
+                .collect()
+        };
+        let mut keep = keep.into_iter();
+        syms.retain(|_| keep.next().unwrap_or(true));
         // Sizes may be missing (0) in one table and present in another.
         let mut i = 0;
         while i < syms.len() {

@@ -261,10 +261,11 @@ impl Scope {
                 available: Vec::new(),
             });
         }
+        let wanted = LibName::new(name);
         let hits: Vec<&Located> = self
             .libs()
             .iter()
-            .filter(|l| lib_matches(name, &l.display))
+            .filter(|l| wanted.matches(&l.display))
             .collect();
         let mut uniq: Vec<&Located> = Vec::new();
         for h in hits {
@@ -345,31 +346,47 @@ pub(crate) fn basename(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
 }
 
-/// `libc` matches `libc.so.6` and `libc-2.31.so`; `libssl.so` matches `libssl.so.3`; a
-/// glob (`libevent*`) matches the file names it matches.
-pub(crate) fn lib_matches(query: &str, path: &str) -> bool {
-    let base = basename(path);
-    if base == query {
-        return true;
-    }
-    if crate::glob::is_glob(query) {
-        return crate::glob::Matcher::new(query).matches(base);
-    }
-    let with_lib;
-    let cands: &[&str] = if query.starts_with("lib") {
-        &[query]
-    } else {
-        with_lib = format!("lib{query}");
-        &[query, &with_lib]
-    };
-    cands.iter().any(|q| match base.strip_prefix(q) {
-        Some(rest) => {
-            rest.starts_with(".so")
-                || (rest.starts_with('-') && rest.contains(".so"))
-                || (rest.starts_with('.') && q.contains(".so"))
+/// A library as a user names it: `libc` matches `libc.so.6` and `libc-2.31.so`;
+/// `libssl.so` matches `libssl.so.3`; a glob (`libevent*`) matches the file names it
+/// matches. Made once per name, since a glob compiles to an automaton.
+pub(crate) struct LibName {
+    query: String,
+    glob: Option<crate::glob::Matcher>,
+}
+
+impl LibName {
+    pub(crate) fn new(query: &str) -> LibName {
+        LibName {
+            query: query.to_string(),
+            glob: crate::glob::is_glob(query).then(|| crate::glob::Matcher::new(query)),
         }
-        None => false,
-    })
+    }
+
+    pub(crate) fn matches(&self, path: &str) -> bool {
+        let base = basename(path);
+        let query = self.query.as_str();
+        if base == query {
+            return true;
+        }
+        if let Some(glob) = &self.glob {
+            return glob.matches(base);
+        }
+        let with_lib = if query.starts_with("lib") {
+            None
+        } else {
+            Some(format!("lib{query}"))
+        };
+        std::iter::once(query)
+            .chain(with_lib.as_deref())
+            .any(|q| match base.strip_prefix(q) {
+                Some(rest) => {
+                    rest.starts_with(".so")
+                        || (rest.starts_with('-') && rest.contains(".so"))
+                        || (rest.starts_with('.') && q.contains(".so"))
+                }
+                None => false,
+            })
+    }
 }
 
 fn ldconfig_cache() -> &'static Vec<(String, String)> {
@@ -408,28 +425,38 @@ const STD_DIRS: &[&str] = &[
     "/usr/local/lib",
 ];
 
+/// The files of the standard directories, listed once: a tracer resolves many names.
+fn std_dir_files() -> &'static Vec<PathBuf> {
+    static FILES: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        (STD_DIRS.iter())
+            .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .collect()
+    })
+}
+
 /// A library named on its own (`libc`, `libssl.so.3`), with no process or executable
 /// whose libraries to look among (`tracer probes 'libc:mallo*'`), where the dynamic loader
 /// would find it for any program: in ldconfig's cache, else in the standard directories. `Ok(None)`
 /// when there is none; several different files that match are ambiguous unless one is
 /// named exactly.
 pub fn system_library(name: &str) -> Result<Option<PathBuf>, Error> {
+    let wanted = LibName::new(name);
     let mut found: Vec<PathBuf> = ldconfig_cache()
         .iter()
-        .filter(|(n, _)| lib_matches(name, n))
+        .filter(|(n, _)| wanted.matches(n))
         .map(|(_, p)| PathBuf::from(p))
         .collect();
     if found.is_empty() {
         // Outside the cache, development links and linker scripts (`libc.so`) sit beside
         // the libraries: only ELF files count.
-        for dir in STD_DIRS {
-            let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
-            found.extend(
-                entries
-                    .map(|e| e.path())
-                    .filter(|p| lib_matches(name, &p.to_string_lossy()) && is_elf(p)),
-            );
-        }
+        found.extend(
+            std_dir_files()
+                .iter()
+                .filter(|p| wanted.matches(&p.to_string_lossy()) && is_elf(p))
+                .cloned(),
+        );
     }
     // Several names (a soname and its development link, /lib and /usr/lib) for one file.
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
@@ -528,6 +555,10 @@ fn needed_closure(exe: &Path, needed: Vec<String>, runpath: Vec<String>) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lib_matches(query: &str, path: &str) -> bool {
+        LibName::new(query).matches(path)
+    }
 
     #[test]
     fn lib_names() {
