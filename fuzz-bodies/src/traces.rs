@@ -38,9 +38,9 @@ pub struct Knobs {
     /// watermark paths run on small inputs.
     pub small_tuning: bool,
     /// Summaries also per window of 10^k ns (bits 12..16: k, 0 for none), when bits 10
-    /// and 11 are both set: rendering up to 10,000 windows in every format is most of an
-    /// input's time, so a quarter of the inputs ask for windows and the rest go to the
-    /// merge, the timeline and the accumulation.
+    /// and 11 are both set: rendering windows in every format is most of an input's time,
+    /// so a quarter of the inputs ask for windows and the rest go to the merge, the
+    /// timeline and the accumulation.
     pub summary_window: Option<u64>,
     /// Converters write from here (bits 24..32: in units of 100 us).
     pub from: u64,

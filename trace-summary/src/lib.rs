@@ -229,6 +229,11 @@ pub struct SummaryOptions {
 pub struct SummarizeOptions {
     /// Also accumulate per-window figures, windows of this many ns from the trace start.
     pub window_ns: Option<u64>,
+    /// Most windows a trace is cut into (a longer trace is refused): a table per window
+    /// past that is too long to read, and every thread's figures in every window too much
+    /// to hold. A record damaged into the far future would otherwise ask for windows up to
+    /// it.
+    pub max_windows: u64,
     /// Per-connection rows kept (the slowest ones); aggregates count every connection.
     pub max_connections: usize,
     /// Fills [`FunctionStats::errors`]; both raw counts are kept whatever the rule.
@@ -241,6 +246,7 @@ impl Default for SummarizeOptions {
     fn default() -> Self {
         SummarizeOptions {
             window_ns: None,
+            max_windows: 10_000,
             max_connections: 1000,
             error_if: ErrorRule::Negative,
             merge: trace_merge::MergeOptions::default(),

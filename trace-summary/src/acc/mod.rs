@@ -26,7 +26,7 @@ pub(crate) fn run(tl: Timeline, opts: &SummarizeOptions) -> Result<Summary, Erro
             "windows of {} cut the trace (to {:.3} s) into more than {} windows: take longer ones",
             crate::units::human_ns(w),
             end as f64 / 1e9,
-            pass::MAX_WINDOWS
+            p.max_windows
         )));
     }
     Ok(build::build(&p, &tl, end, opts))

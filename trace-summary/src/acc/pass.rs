@@ -24,11 +24,6 @@ use crate::{Error, SummarizeOptions};
 /// x86_64 today) go through a shared map.
 const DIRECT_NR: u32 = 512;
 
-/// Most windows a trace is cut into: a table per window past that is too long to read,
-/// and every thread's figures in every window too much to hold. A record damaged into the
-/// far future would otherwise ask for windows up to it.
-pub(super) const MAX_WINDOWS: u64 = 10_000;
-
 /// What the pass keeps of a call whose split waits: its function slot and window.
 type WaitingSplit = (u32, Option<u32>);
 
@@ -52,7 +47,9 @@ pub(super) struct Pass {
     pub(super) keep_conns: usize,
     pub(super) total: Acc,
     pub(super) windows: Vec<Acc>,
-    /// Some time fell past [`MAX_WINDOWS`] windows (and counted in the totals only).
+    /// See [`SummarizeOptions::max_windows`].
+    pub(super) max_windows: u64,
+    /// Some time fell past `max_windows` windows (and counted in the totals only).
     pub(super) past_windows: bool,
     pub(super) rt: Vec<ThreadRt>,
     /// Per source file: probe id -> function slot + 1, for ids up to its probe table's
@@ -124,6 +121,7 @@ impl Pass {
             .collect();
         let mut p = Pass {
             window_ns: opts.window_ns.filter(|&w| w > 0),
+            max_windows: opts.max_windows.min(u32::MAX.into()),
             keep_conns: opts.max_connections,
             total: Acc::default(),
             windows: Vec::new(),
@@ -146,8 +144,8 @@ impl Pass {
 
     fn window_of(&mut self, t: u64) -> Option<u32> {
         let i = t / self.window_ns?;
-        self.past_windows |= i >= MAX_WINDOWS;
-        (i < MAX_WINDOWS).then_some(i as u32)
+        self.past_windows |= i >= self.max_windows;
+        (i < self.max_windows).then_some(i as u32)
     }
 
     fn window(&mut self, w: u32) -> &mut Acc {
@@ -210,7 +208,7 @@ impl Pass {
         if let Some(w) = self.window_ns {
             // State time is split exactly at window boundaries.
             let mut t = s.begin;
-            let end = s.end.min(w.saturating_mul(MAX_WINDOWS));
+            let end = s.end.min(w.saturating_mul(self.max_windows));
             self.past_windows |= end < s.end;
             while t < end {
                 let wi = t / w;
