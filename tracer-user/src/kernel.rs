@@ -12,7 +12,7 @@ use aya::{
         Array, ArrayOfMaps, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf,
         StackTraceMap,
     },
-    programs::{BtfTracePoint, Iter, RawTracePoint, TracePoint, UProbe},
+    programs::{BtfTracePoint, RawTracePoint, TracePoint, UProbe},
     Btf, Ebpf, EbpfLoader,
 };
 use rustc_hash::FxHashMap;
@@ -21,9 +21,15 @@ use crate::sessions::Attach;
 
 use crate::record::Events;
 use tracer_abi::{
-    counter, Config, FuncStat, NsIds, Offsets, StackKey, SysStat, ThreadSched, UsdtSpec,
-    ID_HINT_SLOTS, MAX_CPUS, RING_BYTES,
+    Config, FuncStat, Offsets, StackKey, SysStat, ThreadSched, UsdtSpec, MAX_CPUS, RING_BYTES,
 };
+
+mod filter;
+mod losses;
+
+use filter::PidNs;
+pub use filter::SeenIds;
+pub use losses::Losses;
 
 /// The eBPF object built by `cargo xtask build`, embedded at compile time.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf.o"));
@@ -142,15 +148,6 @@ pub struct Kernel {
     per_process_uprobes: usize,
 }
 
-/// The kernel's ids of the tasks of the recorder's PID namespace, which the filter needs:
-/// the recorder knows them by that namespace's ids.
-struct PidNs {
-    /// The kernel's tid -> ids here, as the `ns_ids` iterator and the programs found them.
-    ids: HashMap<MapData, u32, NsIds>,
-    /// Ids here -> the kernel's, from `ids` when last read.
-    to_kernel: FxHashMap<u32, u32>,
-}
-
 /// `tracer stat --stacks`' maps: the stacks by id, and the counts per key.
 pub type StackMaps = (
     StackTraceMap<MapData>,
@@ -192,20 +189,6 @@ pub struct StatMaps {
     pub funcs: PerCpuArray<MapData, FuncStat>,
     pub syscalls: PerCpuArray<MapData, SysStat>,
     pub sched: HashMap<MapData, u32, ThreadSched>,
-}
-
-/// How the recorder knows the kernel's thread ids: the same, or their ids in its PID
-/// namespace.
-pub struct SeenIds(Option<FxHashMap<u32, u32>>);
-
-impl SeenIds {
-    /// The recorder's id of kernel thread `tid` (0: outside its namespace).
-    pub fn get(&self, tid: u32) -> u32 {
-        match &self.0 {
-            None => tid,
-            Some(m) => m.get(&tid).copied().unwrap_or(0),
-        }
-    }
 }
 
 impl Kernel {
@@ -547,155 +530,6 @@ impl Kernel {
         Ok(())
     }
 
-    /// Traces the cgroup whose directory is open as `dir`: a process in it is traced from
-    /// its first system call there.
-    pub fn trace_cgroup(&mut self, dir: &std::fs::File) -> Result<()> {
-        let map =
-            (self.ebpf().map_mut("CGROUP")).context("map CGROUP missing from the eBPF object")?;
-        let mut cgroups: aya::maps::CgroupArray<&mut MapData> = map.try_into()?;
-        cgroups
-            .set(0, dir.as_fd(), 0)
-            .context("putting the cgroup in the kernel filter")
-    }
-
-    /// Adds a process (by the recorder's id for it) to the filter: its system calls and
-    /// new threads are recorded. False when it is gone.
-    pub fn trace_process(&mut self, tgid: u32) -> Result<bool> {
-        let Some(tgid) = self.kernel_id(tgid)? else {
-            return Ok(false);
-        };
-        self.hint(tgid)?;
-        self.tgids
-            .insert(tgid, 1, 0)
-            .context("adding a process to the kernel filter")?;
-        Ok(true)
-    }
-
-    /// Adds a thread to the filter: its scheduler events are recorded (nothing when it is
-    /// gone).
-    pub fn trace_thread(&mut self, tid: u32, tgid: u32) -> Result<()> {
-        let (Some(tid), Some(tgid)) = (self.kernel_id(tid)?, self.kernel_id(tgid)?) else {
-            return Ok(());
-        };
-        self.hint(tid)?;
-        self.tids
-            .insert(tid, tgid, 0)
-            .context("adding a thread to the kernel filter (too many threads?)")
-    }
-
-    /// The kernel's id of the task the recorder knows as `id`: the same, unless the
-    /// recorder is in a container's PID namespace; None for a task that is gone.
-    fn kernel_id(&mut self, id: u32) -> Result<Option<u32>> {
-        if self.pidns.is_none() {
-            return Ok(Some(id));
-        }
-        let known = |k: &Kernel| k.pidns.as_ref().and_then(|p| p.to_kernel.get(&id).copied());
-        if let Some(k) = known(self) {
-            return Ok(Some(k));
-        }
-        // A task created since the iterator last ran: run it again.
-        self.learn_namespace()?;
-        Ok(known(self))
-    }
-
-    /// The ids the recorder knows the kernel's threads by, as of now.
-    pub fn seen_ids(&self) -> SeenIds {
-        SeenIds(self.pidns.as_ref().map(|p| {
-            (p.ids.iter().flatten())
-                .map(|(kernel, ids)| (kernel, ids.tid))
-                .collect()
-        }))
-    }
-
-    /// Forgets kernel thread `tid`'s ids in the recorder's namespace (counting mode, once
-    /// the thread has exited and was reported a last time).
-    pub fn forget_thread(&mut self, tid: u32) {
-        if let Some(p) = &mut self.pidns {
-            let _ = p.ids.remove(&tid);
-        }
-    }
-
-    /// Runs the `ns_ids` task iterator, which puts the kernel's id of every task of the
-    /// recorder's PID namespace in `NS_IDS`, and reads the map back.
-    fn learn_namespace(&mut self) -> Result<()> {
-        let p: &mut Iter = self.program("ns_ids")?;
-        if p.fd().is_err() {
-            let btf = Btf::from_sys_fs()
-                .map_err(|e| anyhow!("reading the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"))?;
-            p.load("task", &btf)
-                .map_err(|e| anyhow!("the kernel refused the task iterator: {e}"))?;
-        }
-        let link = p
-            .attach()
-            .map_err(|e| anyhow!("starting the task iterator: {e}"))?;
-        let mut out = p.take_link(link)?.into_file()?;
-        std::io::copy(&mut out, &mut std::io::sink()).context("running the task iterator")?;
-        let ns = self.pidns.as_mut().expect("only in a PID namespace");
-        ns.to_kernel = (ns.ids.iter().flatten())
-            .map(|(kernel, ids)| (ids.tid, kernel))
-            .collect();
-        Ok(())
-    }
-
-    fn hint(&mut self, id: u32) -> Result<()> {
-        self.hints
-            .set(id & (ID_HINT_SLOTS - 1), 1, 0)
-            .context("setting the kernel filter's hint")
-    }
-
-    /// Counting mode: starts the state clock of a thread that existed before attach.
-    pub fn seed_thread(&mut self, tid: u32, seed: ThreadSched) -> Result<()> {
-        let Some(tid) = self.kernel_id(tid)? else {
-            return Ok(());
-        };
-        if let Some(stat) = &mut self.stat {
-            stat.sched
-                .insert(tid, seed, 0)
-                .context("seeding the thread state map")?;
-        }
-        Ok(())
-    }
-
-    /// Updates counting mode's maps had no room for.
-    pub fn stat_dropped(&self) -> Result<u64> {
-        Ok(self.counters.get(&counter::STAT_FULL, 0)?.iter().sum())
-    }
-
-    /// Counting mode: timed Go calls opened and not closed by a return (in progress, or
-    /// ended by a panic or `runtime.Goexit`, or pushed out of their map).
-    pub fn frames_unclosed(&self) -> Result<u64> {
-        let opened: u64 = self.counters.get(&counter::FRAME_OPENED, 0)?.iter().sum();
-        let closed: u64 = self.counters.get(&counter::FRAME_CLOSED, 0)?.iter().sum();
-        Ok(opened.saturating_sub(closed))
-    }
-
-    /// What never reached the rings: per-CPU counts of records dropped for a full ring
-    /// buffer, threads the filter had no room for, and program runs the kernel skipped.
-    pub fn losses(&self) -> Result<Losses> {
-        let lost = self.counters.get(&counter::LOST, 0)?;
-        let full = self.counters.get(&counter::THREADS_FULL, 0)?;
-        let shed = self.counters.get(&counter::STACKS_SHED, 0)?;
-        Ok(Losses {
-            per_cpu: lost.iter().copied().take(self.rings.len()).collect(),
-            threads_not_traced: full.iter().sum(),
-            skipped: self.skipped(),
-            stacks_shed: shed.iter().sum(),
-        })
-    }
-
-    /// Runs of our programs the kernel skipped: a program does not run while it (for
-    /// uprobes and classic tracepoints, any such program) already runs on that CPU, as
-    /// when an interrupt wakes a thread during a wakeup. Each is an event not recorded.
-    fn skipped(&self) -> u64 {
-        let Some(ebpf) = &self.ebpf else {
-            return self.skipped_at_stop;
-        };
-        ebpf.programs()
-            .filter_map(|(_, p)| p.fd().ok())
-            .map(|fd| recursion_misses(fd.as_fd()))
-            .sum()
-    }
-
     /// How many uprobes are attached to a process each (tracefs events, opened per
     /// process): [`Kernel::stop`] undoes those one at a time (see [`SLOW_DETACH`]).
     pub fn per_process_uprobes(&self) -> usize {
@@ -722,68 +556,6 @@ impl Kernel {
 /// kernel undoes them one at a time, under one lock, a grace period each
 /// (docs/performance.md).
 pub const SLOW_DETACH: usize = 200;
-
-/// See [`Kernel::losses`]: cumulative counts since the programs were loaded.
-#[derive(Clone, Debug, Default)]
-pub struct Losses {
-    pub per_cpu: Vec<u64>,
-    pub threads_not_traced: u64,
-    pub skipped: u64,
-    /// Stacks not taken, the ring being over half full (not events: their records are
-    /// there, without a stack).
-    pub stacks_shed: u64,
-}
-
-impl Losses {
-    /// Events lost: dropped for a full ring buffer or never produced by a skipped run.
-    pub fn total(&self) -> u64 {
-        self.per_cpu.iter().sum::<u64>() + self.skipped
-    }
-
-    /// What was lost since `base` was read (for a file that started then).
-    pub fn since(&self, base: &Losses) -> Losses {
-        let per_cpu = (self.per_cpu.iter().enumerate())
-            .map(|(i, n)| n.saturating_sub(base.per_cpu.get(i).copied().unwrap_or(0)))
-            .collect();
-        Losses {
-            per_cpu,
-            threads_not_traced: self
-                .threads_not_traced
-                .saturating_sub(base.threads_not_traced),
-            skipped: self.skipped.saturating_sub(base.skipped),
-            stacks_shed: self.stacks_shed.saturating_sub(base.stacks_shed),
-        }
-    }
-
-    /// As written to the trace file.
-    pub fn counts(&self, at_ns: u64) -> trace_file::LostCounts {
-        trace_file::LostCounts {
-            at_ns,
-            per_cpu: self.per_cpu.clone(),
-            threads_not_traced: self.threads_not_traced,
-            skipped: self.skipped,
-            stacks_shed: self.stacks_shed,
-        }
-    }
-}
-
-/// The kernel's count of a program's skipped runs (`bpf_prog_info.recursion_misses`); 0
-/// if it cannot be read.
-fn recursion_misses(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
-    use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
-    use std::os::fd::AsRawFd;
-    // SAFETY: plain C structs, valid when zeroed.
-    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
-    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-    attr.info.bpf_fd = fd.as_raw_fd() as u32;
-    attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
-    attr.info.info = &mut info as *mut bpf_prog_info as u64;
-    // BPF_OBJ_GET_INFO_BY_FD writes at most info_len bytes into `info`.
-    match crate::sessions::sys_bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) {
-        Ok(_) => info.recursion_misses,
-        Err(_) => 0,
-    }
-}
 
 /// Gives the loader the constants the programs are built against, and shrinks the maps
 /// this mode does not use to one entry.
