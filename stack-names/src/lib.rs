@@ -54,7 +54,7 @@ impl StackNames {
         let mut out = Vec::new();
         if let Some(why) = &stack.cut {
             out.push(FrameName {
-                function: format!("[cut: {}]", why.split(':').next().unwrap_or(why)),
+                function: format!("[cut: {}]", trace_file::meta::cut_category(why)),
                 ..FrameName::default()
             });
         }

@@ -87,6 +87,7 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
     let server = Server::start(&ServerOptions {
         workers: 3,
         spin_us: 1500,
+        sleep_us: 3000,
         ..Default::default()
     })
     .unwrap();
@@ -168,6 +169,16 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
         .sum();
     assert!(by_call > 0);
     assert_eq!(by_thread, by_call);
+    // Every call whose entry was seen is in its number's histogram: all but those under
+    // way at attach, one a thread at most.
+    let (counted, in_hist) = (f.windows.iter().flat_map(|w| &w.syscalls))
+        .fold((0, 0), |(c, h), s| {
+            (c + s.calls, h + s.hist.iter().sum::<u64>())
+        });
+    let threads = (f.windows.iter().flat_map(|w| &w.threads))
+        .map(|t| t.tid)
+        .collect::<std::collections::BTreeSet<_>>();
+    assert!(in_hist <= counted && counted - in_hist <= threads.len() as u64);
 
     // `tracer summary` reads stat files with the same figures.
     let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
@@ -176,6 +187,13 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
         stats.handle_request
     );
     assert_eq!(s.syscall("accept4").unwrap().calls, stats.connections);
+    // Each request sleeps 3 ms: the median sleep is in the log2 bucket of [2.1, 4.2) ms.
+    let sleep = s.syscall("clock_nanosleep").unwrap();
+    assert_eq!(sleep.calls, stats.handle_request);
+    assert!(
+        (2_097_152..4_194_304).contains(&sleep.p50_ns) && sleep.p99_ns <= sleep.max_ns,
+        "{sleep:?}"
+    );
     let workers_running: u64 = s
         .threads()
         .iter()

@@ -273,6 +273,11 @@ fn window(i: u64, with_hist: bool) -> StatWindow {
             errors: 2,
             total_ns: 40_000,
             positive_sum: 81_920,
+            hist: if with_hist {
+                vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 18]
+            } else {
+                vec![]
+            },
         }],
         dropped: i,
         stacks: Vec::new(),

@@ -89,12 +89,29 @@ pub struct StackDef {
     pub user: Vec<u64>,
     /// Kernel frames, innermost first: return addresses as the kernel gave them.
     pub kernel: Vec<u64>,
-    /// Why the user frames stop short of the thread's first function, when they do:
-    /// "copy" (the stack copied was too short), "unwind: ..." (no unwind information for
-    /// an address, or it led nowhere), "read: ..." (the stack could not be copied),
-    /// "depth" (more frames than are kept).
+    /// Why the user frames stop short of the thread's first function, when they do: a
+    /// category, then what was seen after a colon ("unwind: ..."); see [`cut_meaning`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<String>,
+}
+
+/// The category of a [`StackDef::cut`] reason (the part before the colon), which is how
+/// stacks cut short are counted and named in flame graphs (`[cut: go]`).
+pub fn cut_category(cut: &str) -> &str {
+    cut.split(':').next().unwrap_or(cut)
+}
+
+/// What a category of [`StackDef::cut`] means, said to a reader.
+pub fn cut_meaning(category: &str) -> &'static str {
+    match category {
+        "copy" => "deeper than the bytes of stack copied",
+        "depth" => "more frames than are kept",
+        "go" => "at a Go stack switch (systemstack, mcall), past which frames are on another stack",
+        "read" => "the stack could not be copied",
+        "unwind" => "no unwind information for a frame, or it led nowhere",
+        "table" => "its slot in the kernel's table of stacks was taken",
+        _ => "unknown reason",
+    }
 }
 
 /// The executable mappings of a process at `at_ns`: later lists of the same process
@@ -348,4 +365,8 @@ pub struct SysWindow {
     pub total_ns: u64,
     /// Sum of positive results (bytes, for calls that move bytes).
     pub positive_sum: u64,
+    /// Durations of the calls whose entry was seen, in log2 buckets of nanoseconds
+    /// (empty in files before 2026-11-25).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hist: Vec<u64>,
 }

@@ -581,6 +581,7 @@ fn stat_file(path: &Path, host: &str, windows: u64) {
                     errors: 1,
                     total_ns: 400 + i,
                     positive_sum: 4096,
+                    hist: Vec::new(),
                 },
                 SysWindow {
                     nr: 1,
@@ -588,6 +589,7 @@ fn stat_file(path: &Path, host: &str, windows: u64) {
                     errors: 0,
                     total_ns: 300,
                     positive_sum: 300,
+                    hist: Vec::new(),
                 },
             ],
             dropped: 0,

@@ -329,7 +329,8 @@ pub fn render(
         )?;
     }
     for (why, n) in &s.cut {
-        writeln!(out, "cut short: {n} stacks ({why})")?;
+        let meaning = trace_file::meta::cut_meaning(trace_file::meta::cut_category(why));
+        writeln!(out, "cut short: {n} stacks, {meaning} ({why})")?;
     }
     Ok(())
 }

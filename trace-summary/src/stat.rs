@@ -11,6 +11,7 @@ use trace_file::{
     ChunkKind, Probe, ProbeKind, ReadOptions, Reader, StatWindow, ThreadInfo, TraceHeader,
 };
 
+use crate::units::human_ns;
 use crate::{
     DamagedRegion, Error, FileInfo, FunctionStats, Histogram, Section, Summary, SyscallStats,
     ThreadStats, Window, JSON_SCHEMA,
@@ -155,11 +156,15 @@ pub fn summarize_stat(inputs: &[PathBuf], salvage: bool) -> Result<Summary, Erro
         let [lo, hi] = f.p99_ci_ns.unwrap_or_default();
         let hi = match hi {
             u64::MAX => "unbounded: too few timed calls".to_string(),
-            hi => format!("{hi} ns"),
+            hi => human_ns(hi),
         };
         summary.notes.push(format!(
-            "{}: time, errors and latencies estimated from {} timed calls of {} (p99 {} ns, 95% interval {lo} ns..{hi})",
-            f.name, f.timed_calls, f.calls, f.p99_ns
+            "{}: time, errors and latencies estimated from {} timed calls of {} (p99 {}, 95% interval {}..{hi})",
+            f.name,
+            f.timed_calls,
+            f.calls,
+            human_ns(f.p99_ns),
+            human_ns(lo)
         ));
     }
     for (name, n) in &total.untimed {
@@ -223,11 +228,7 @@ impl Acc {
             s.errors = s.errors_negative;
             add(&mut s.inclusive_ns, fw.total_ns);
             add(&mut s.self_ns, fw.total_ns);
-            // Log2 buckets: each call counts at its bucket's geometric middle.
-            for (b, &n) in fw.hist.iter().enumerate() {
-                let lo = bucket(b as u32);
-                s.hist.record_n(lo + lo / 2, n);
-            }
+            record_log2(&mut s.hist, &fw.hist, 0);
         }
         for t in &w.threads {
             let name = if t.name.is_empty() {
@@ -246,7 +247,7 @@ impl Acc {
                     tid: t.tid,
                     tgid: t.tgid,
                     name,
-                    // The process is named after its main thread.
+                    // As a fallback: the main thread's name in the file's list.
                     process: f
                         .threads
                         .iter()
@@ -255,6 +256,10 @@ impl Acc {
                         .unwrap_or_default(),
                     ..Default::default()
                 });
+            // A thread renamed (by exec, or `prctl`) goes by its last name.
+            if !t.name.is_empty() {
+                s.name.clone_from(&t.name);
+            }
             add(&mut s.running_ns, t.running_ns);
             add(&mut s.ready_ns, t.ready_ns);
             add(&mut s.blocked_ns, t.blocked_ns);
@@ -268,11 +273,7 @@ impl Acc {
                 let waits = s.ready_waits.get_or_insert(0);
                 t.wait_hist.iter().for_each(|&n| add(waits, n));
                 let h = self.waits.entry((t.tgid, t.tid)).or_default();
-                // Log2 buckets: each wait counts at its bucket's geometric middle.
-                for (b, &n) in t.wait_hist.iter().enumerate() {
-                    let lo = bucket(b as u32 + WAIT_HIST_SHIFT);
-                    h.record_n(lo + lo / 2, n);
-                }
+                record_log2(h, &t.wait_hist, WAIT_HIST_SHIFT);
             }
             add(&mut s.syscalls, t.syscalls);
             add(&mut s.syscall_ns, t.syscall_ns);
@@ -287,6 +288,7 @@ impl Acc {
             add(&mut s.calls, c.calls);
             add(&mut s.errors, c.errors);
             add(&mut s.total_ns, c.total_ns);
+            record_log2(&mut s.hist, &c.hist, 0);
             if class.reads {
                 add(&mut s.bytes_read, c.positive_sum);
             } else if class.writes {
@@ -318,8 +320,11 @@ impl Acc {
             .iter()
             .map(|(key, t)| {
                 let waits = self.waits.get(key);
+                // The process is named after its main thread's last name.
+                let process = self.threads.get(&(t.tgid, t.tgid));
                 ThreadStats {
                     file: file.unwrap_or(0),
+                    process: process.map_or_else(|| t.process.clone(), |m| m.name.clone()),
                     ready_p99_ns: waits.map(|h| h.quantile(0.99)),
                     ready_max_ns: waits.map(|h| h.max()),
                     ..t.clone()
@@ -332,6 +337,10 @@ impl Acc {
             .map(|s| SyscallStats {
                 file,
                 mean_ns: s.total_ns / s.calls.max(1),
+                p50_ns: s.hist.quantile(0.50),
+                p90_ns: s.hist.quantile(0.90),
+                p99_ns: s.hist.quantile(0.99),
+                max_ns: s.hist.max(),
                 ..s.clone()
             })
             .collect();
@@ -390,6 +399,15 @@ fn finish_hist(h: &Histogram, s: &mut FunctionStats) {
     s.p90_ns = h.quantile(0.90);
     s.p99_ns = h.quantile(0.99);
     s.max_ns = h.max();
+}
+
+/// Adds the log2 buckets of a window to `h`, bucket `b` counting durations from
+/// `2^(b + shift)` ns, each at its bucket's geometric middle.
+fn record_log2(h: &mut Histogram, buckets: &[u64], shift: u32) {
+    for (b, &n) in buckets.iter().enumerate() {
+        let lo = bucket(b as u32 + shift);
+        h.record_n(lo + lo / 2, n);
+    }
 }
 
 /// Adds a count or a time of a window: the kernel's counts add up in u64, damaged ones

@@ -47,6 +47,8 @@ pub struct SysStat {
     pub total_ns: u64,
     /// Sum of positive results: bytes moved, for the calls that move bytes.
     pub positive_sum: u64,
+    /// Durations of the calls whose entry was seen, in log2 buckets ([`HIST_BUCKETS`]).
+    pub hist: [u64; HIST_BUCKETS],
 }
 
 /// Counting mode, per thread, cumulative. Times are closed intervals only: user space
@@ -124,7 +126,7 @@ pub struct ThreadSched {
 
 crate::records::exact_layout! {
     FuncStat { u64, u64, u64, u64, [u64; HIST_BUCKETS], u64 }
-    SysStat { u64, u64, u64, u64 }
+    SysStat { u64, u64, u64, u64, [u64; HIST_BUCKETS] }
     ThreadStat { [u64; 4], u64, u64, u64, u64, u64, u64, u64, [u32; WAIT_BUCKETS] }
     ThreadSched { u64, u32, u32, u64, u64, u64, u32, u32, [u64; MAX_DEPTH], [u32; MAX_DEPTH], ThreadStat }
 }

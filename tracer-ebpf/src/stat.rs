@@ -406,6 +406,9 @@ pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
                 (*s).positive_sum += ret as u64;
             }
             (*s).total_ns += dt;
+            if dt > 0 {
+                (*s).hist[log2_bucket(dt)] += 1;
+            }
         }
     }
 }

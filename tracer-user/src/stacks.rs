@@ -81,8 +81,8 @@ impl Stacks {
             }
         }
         if let Some(why) = &def.cut {
-            let reason = why.split(':').next().unwrap_or(why);
-            *self.cut.entry(reason.to_string()).or_default() += 1;
+            let category = trace_file::meta::cut_category(why);
+            *self.cut.entry(category.to_string()).or_default() += 1;
         }
         let id = self.intern(def);
         let event = match cause {

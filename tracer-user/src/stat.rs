@@ -288,16 +288,7 @@ impl Counting {
                 errors: total.errors - prev.errors,
                 total_ns: total.total_ns - prev.total_ns,
                 untimed: total.untimed - prev.untimed,
-                hist: if prev.hist.is_empty() {
-                    total.hist.clone()
-                } else {
-                    total
-                        .hist
-                        .iter()
-                        .zip(&prev.hist)
-                        .map(|(a, b)| a - b)
-                        .collect()
-                },
+                hist: minus(&total.hist, &prev.hist),
             };
             // A call is counted in the window it entered and timed in the one it returned
             // in: a window with returns only still has their times.
@@ -315,6 +306,7 @@ impl Counting {
             let per_cpu = maps.syscalls.get(&nr, 0)?;
             let mut total = SysWindow {
                 nr,
+                hist: vec![0; HIST_BUCKETS],
                 ..Default::default()
             };
             for s in per_cpu.iter() {
@@ -322,6 +314,9 @@ impl Counting {
                 total.errors += s.errors;
                 total.total_ns += s.total_ns;
                 total.positive_sum += s.positive_sum;
+                for (t, h) in total.hist.iter_mut().zip(s.hist.iter()) {
+                    *t += h;
+                }
             }
             if total.calls == 0 {
                 continue;
@@ -334,6 +329,7 @@ impl Counting {
                     errors: total.errors - prev.errors,
                     total_ns: total.total_ns - prev.total_ns,
                     positive_sum: total.positive_sum - prev.positive_sum,
+                    hist: minus(&total.hist, &prev.hist),
                 });
             }
         }
@@ -491,6 +487,14 @@ impl Counting {
         }
         eprint!("{out}");
     }
+}
+
+/// A cumulative histogram less an earlier read of it (empty before the first read).
+fn minus(total: &[u64], prev: &[u64]) -> Vec<u64> {
+    if prev.is_empty() {
+        return total.to_vec();
+    }
+    total.iter().zip(prev).map(|(a, b)| a - b).collect()
 }
 
 fn truncate(s: &str, n: usize) -> String {

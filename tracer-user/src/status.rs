@@ -142,7 +142,10 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
     }
     if !s.stacks_cut.is_empty() {
         let why: Vec<String> = (s.stacks_cut.iter())
-            .map(|(reason, n)| format!("{n} ({reason})"))
+            .map(|(category, n)| {
+                let meaning = trace_file::meta::cut_meaning(category);
+                format!("{n} {meaning} ({category})")
+            })
             .collect();
         writeln!(out, "  stacks cut short: {}", why.join(", "))?;
     }
