@@ -32,7 +32,8 @@ pub struct Drain {
     /// With `--stacks`, the stacks interned so far.
     pub stacks: Option<Stacks>,
     /// The end of the recording, once it has ended: records after it (made while the
-    /// probes were being detached) are left out, and counted here.
+    /// probes were being detached, or dropped then by the kernel) are left out, and
+    /// counted here.
     pub until: Option<u64>,
     pub after_end: u64,
 }

@@ -199,6 +199,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
         let end_ns = crate::clock::monotonic_ns();
         d.until = Some(end_ns);
+        // What the kernel drops or skips from here on is after the end, as what it
+        // records is: not a loss of the recording.
+        let kernel_at_end = s.kernel.losses()?;
         let n = s.kernel.per_process_uprobes();
         if !opts.quiet && n >= crate::kernel::SLOW_DETACH {
             eprintln!("tracer: detaching {n} uprobes attached per process (the kernel undoes them one at a time)...");
@@ -213,7 +216,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             d.w.meta(ChunkKind::Process, &procfs::process(fork.child, false))?;
         }
         d.flush_all()?;
-        let losses = losses(&s.kernel, &d)?;
+        let after = s.kernel.losses()?.since(&kernel_at_end).total();
+        d.after_end += after;
+        let losses = with_undecodable(kernel_at_end, &d);
         files.finish(&mut d, &losses, reason, end_ns)?;
         anyhow::Ok(losses)
     })();
@@ -438,9 +443,13 @@ fn fired(mode: &Mode, quiet: bool) -> Option<Duration> {
 
 /// Everything lost so far: the kernel's counts and the records that did not decode.
 fn losses(kernel: &Kernel, d: &Drain) -> Result<Losses> {
-    let mut l = kernel.losses()?;
+    Ok(with_undecodable(kernel.losses()?, d))
+}
+
+/// The kernel's counts `l` with the records that reached the rings undecodable.
+fn with_undecodable(mut l: Losses, d: &Drain) -> Losses {
     for (n, u) in l.per_cpu.iter_mut().zip(&d.undecodable) {
         *n += u;
     }
-    Ok(l)
+    l
 }
