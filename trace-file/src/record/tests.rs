@@ -1,4 +1,5 @@
 use super::*;
+use crate::Result;
 
 fn all_kinds() -> Vec<Event> {
     vec![
