@@ -18,25 +18,33 @@ pub fn symbolizer(data: &[u8]) {
     std::fs::write(&path, data).expect("writing the binary");
     let target = Target::Path(path.clone());
 
-    let listed = ok(symbolizer::list(&target, None)).unwrap_or_default();
+    // One resolver an input, as one command resolves all its specs.
+    let resolver = symbolizer::Resolver::new();
+    let listed = ok(resolver.list(&target, None)).unwrap_or_default();
     match data.len() % 3 {
-        0 => names(&target, &listed, data.len() / 3),
+        0 => names(&resolver, &target, &listed, data.len() / 3),
         1 => addresses(data, &path, &listed),
         _ => usdt(data, &target),
     }
 }
 
 /// Globs and names resolved as `-u` resolves them.
-fn names(target: &Target, listed: &[symbolizer::FunctionMatch], pick: usize) {
-    ok(symbolizer::list(target, Some("*main*")));
+fn names(
+    resolver: &symbolizer::Resolver,
+    target: &Target,
+    listed: &[symbolizer::FunctionMatch],
+    pick: usize,
+) {
+    ok(resolver.list(target, Some("*main*")));
     let all = Options {
         allow_multiple: true,
         ..Default::default()
     };
     if let Some(f) = listed.get(pick % listed.len().max(1)) {
-        ok(symbolizer::resolve(target, &f.symbol, &all));
+        ok(resolver.resolve(target, &f.symbol, &all));
     }
-    ok(symbolizer::resolve(target, "main", &Options::default()));
+    ok(resolver.resolve(target, "main", &Options::default()));
+    // The free function, a resolver of its own.
     ok(symbolizer::resolve(target, "m[a-z]*n", &all));
 }
 

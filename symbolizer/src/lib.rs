@@ -30,6 +30,7 @@ mod go;
 mod intern;
 mod nearest;
 mod probe;
+mod resolver;
 mod return_hazards;
 mod sections;
 mod starts;
@@ -41,13 +42,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use go::{parse_gopclntab, GoFrame, GoFunction, GoPclnTab, GoPclnVersion, GoUnwindTable};
+pub use resolver::Resolver;
 pub use symbolize::Symbolizer;
 pub use usdt::{
     list_usdt, parse_stapsdt_notes, parse_usdt_arg, parse_usdt_args, resolve_usdt, UsdtArg,
     UsdtLocation, UsdtNote, UsdtProbe, PT_REGS_IP,
 };
 
-use binary::{Binary, Detail};
 pub use target::system_library;
 use target::Scope;
 
@@ -442,117 +443,9 @@ fn short_lib_name(display: &str) -> String {
 }
 
 /// Resolves a probe spec (`FUNC`, `LIB:FUNC`, `PATH:FUNC`, globs allowed) to
-/// attach points in `target`.
+/// attach points in `target` (see [`Resolver::resolve`]).
 pub fn resolve(target: &Target, spec: &str, opts: &Options) -> Result<Vec<FunctionMatch>, Error> {
-    let spec_t = spec.trim();
-    let (lib, func) = split_spec(spec_t);
-    let bad = |reason: &str| Error::BadSpec {
-        spec: spec.to_string(),
-        reason: reason.to_string(),
-    };
-    if func.is_empty() {
-        return Err(bad("missing function name (expected FUNC or LIB:FUNC)"));
-    }
-    if lib == Some("") {
-        return Err(bad("empty library name before `:`"));
-    }
-    let scope = Scope::new(target)?;
-    let located = match lib {
-        None => scope.main.clone(),
-        Some(l) => scope.find_lib(l)?,
-    };
-    let unmapped = lib.is_some() && !scope.maps(&located);
-    let bin = Binary::open(&located.open, &located.display, &scope.root)?;
-    // A pattern that is a function's exact name is that function: Go's method names hold
-    // a `*` (`pkg.(*Server).Put`), which as a glob also matched `(*otherServer).Put`.
-    let exact = bin.find(func, false);
-    let is_glob = glob::is_glob(func) && exact.is_empty();
-    let hits = if is_glob { bin.find(func, true) } else { exact };
-    if hits.is_empty() {
-        // Names close to a name; a glob has none.
-        let suggestions = || match is_glob {
-            true => Vec::new(),
-            false => bin.suggest(func),
-        };
-        // (`*` alone would be found in any library: no hint.)
-        if lib.is_none() && func != "*" {
-            for l in scope.libs() {
-                let Ok(lb) = Binary::open(&l.open, &l.display, &scope.root) else {
-                    continue;
-                };
-                if !lb.find(func, is_glob).is_empty() {
-                    return Err(Error::FoundInLibrary {
-                        func: func.to_string(),
-                        binary: located.display.clone(),
-                        lib: l.display.clone(),
-                        short: short_lib_name(&l.display),
-                    });
-                }
-            }
-        }
-        if !bin.symbols().complete {
-            if let Some(e) = bin.go_table_error(&located.display) {
-                return Err(e);
-            }
-            return Err(Error::Stripped {
-                func: func.to_string(),
-                binary: located.display.clone(),
-                build_id: bin.elf.build_id.clone(),
-                suggestions: suggestions(),
-            });
-        }
-        return Err(Error::NoSuchFunction {
-            func: func.to_string(),
-            binary: located.display.clone(),
-            suggestions: suggestions(),
-        });
-    }
-    if !is_glob && hits.len() > 1 && !opts.allow_multiple {
-        let syms = bin.symbols();
-        let names = syms.names();
-        return Err(Error::Ambiguous {
-            func: func.to_string(),
-            matches: hits
-                .iter()
-                .map(|&i| {
-                    format!(
-                        "{} ({} @ {:#x})",
-                        names[i].display, syms.syms[i].raw, syms.syms[i].addr
-                    )
-                })
-                .collect(),
-        });
-    }
-    let mut found: Vec<FunctionMatch> = (hits.into_iter())
-        .map(|i| bin.function_match(i, &located, Detail::Probe))
-        .collect::<Result<_, _>>()?;
-    if !opts.unsafe_returns && found.iter().any(|m| m.exit == Exit::Uretprobe) {
-        // The file probed is judged too: a library named by its path may not be mapped
-        // yet, so not among the program's files.
-        let main = located.display == scope.main.display;
-        let switches = scope.switches_stacks().is_some()
-            || return_hazards::switch_of(&bin.elf, main).is_some();
-        if switches
-            || scope.throws().is_some()
-            || return_hazards::thrower_of(&bin.elf, main).is_some()
-        {
-            for m in found.iter_mut().filter(|m| m.exit == Exit::Uretprobe) {
-                bin.probe_returns_at_instructions(m);
-                m.stacks_switch = switches;
-            }
-        }
-    }
-    if unmapped {
-        let note = format!(
-            "{} does not load {} (yet): probed in the processes that do",
-            scope.describe(),
-            located.display
-        );
-        for m in &mut found {
-            m.warn(&note);
-        }
-    }
-    Ok(found)
+    Resolver::new().resolve(target, spec, opts)
 }
 
 /// Whether the program of `target` throws exceptions, which end it where one leaves a
@@ -569,39 +462,9 @@ pub fn switches_stacks(target: &Target) -> Option<String> {
     Scope::new(target).ok()?.switches_stacks()
 }
 
-/// Lists probe-able functions like `bpftrace -l`: `pattern` is a glob over the
-/// main executable (default `*`) or `LIB:GLOB` for a library. To keep listing
-/// fast, `source` is filled in from DWARF only when the list is short, and a
-/// Go function's RET sites are left to [`resolve`] ([`Exit::Deferred`]).
+/// Lists probe-able functions like `bpftrace -l` (see [`Resolver::list`]).
 pub fn list(target: &Target, pattern: Option<&str>) -> Result<Vec<FunctionMatch>, Error> {
-    let (lib, pat) = match pattern.map(str::trim) {
-        None | Some("") => (None, "*"),
-        Some(p) => {
-            let (l, f) = split_spec(p);
-            (l, if f.is_empty() { "*" } else { f })
-        }
-    };
-    let scope = Scope::new(target)?;
-    let located = match lib {
-        None | Some("") => scope.main.clone(),
-        Some(l) => scope.find_lib(l)?,
-    };
-    let bin = Binary::open(&located.open, &located.display, &scope.root)?;
-    if !bin.symbols().complete {
-        if let Some(e) = bin.go_table_error(&located.display) {
-            return Err(e);
-        }
-    }
-    let hits = bin.find(pat, true);
-    let detail = Detail::List {
-        source: hits.len() <= 200,
-    };
-    let mut out: Vec<FunctionMatch> = hits
-        .into_iter()
-        .filter_map(|i| bin.function_match(i, &located, detail).ok())
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
-    Ok(out)
+    Resolver::new().list(target, pattern)
 }
 
 #[cfg(test)]

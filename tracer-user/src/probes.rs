@@ -67,11 +67,12 @@ pub fn resolve_all(
     matching: Options,
 ) -> Result<Vec<Resolved>> {
     let mut out: Vec<Resolved> = Vec::new();
+    let resolver = symbolizer::Resolver::new();
     for spec in specs {
         let mut first_error = None;
         let mut found = false;
         for t in targets {
-            let points = match resolve_one(&t.target, spec, matching) {
+            let points = match resolve_one(&resolver, &t.target, spec, matching) {
                 Ok(p) => p,
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -104,7 +105,7 @@ pub fn resolve_all(
             }
         }
     }
-    add_catches(&mut out, targets, matching);
+    add_catches(&resolver, &mut out, targets, matching);
     Ok(out)
 }
 
@@ -117,7 +118,12 @@ const CATCH: &str = "__cxa_begin_catch";
 /// return above their frames; probing [`CATCH`] as well (in the executable, or
 /// libstdc++) ends them where the exception is caught, as its entry's frame says, and
 /// counts the exceptions caught. Where it cannot be found, they end as before.
-fn add_catches(out: &mut Vec<Resolved>, targets: &[Target], matching: Options) {
+fn add_catches(
+    resolver: &symbolizer::Resolver,
+    out: &mut Vec<Resolved>,
+    targets: &[Target],
+    matching: Options,
+) {
     for t in targets {
         let frames = out.iter().any(|r| {
             r.pids.contains(&t.pid)
@@ -131,7 +137,7 @@ fn add_catches(out: &mut Vec<Resolved>, targets: &[Target], matching: Options) {
         }
         let found = [CATCH.to_string(), format!("libstdc++:{CATCH}")]
             .iter()
-            .find_map(|spec| symbolizer::resolve(&t.target, spec, &matching).ok());
+            .find_map(|spec| resolver.resolve(&t.target, spec, &matching).ok());
         let Some(found) = found else { continue };
         let pids = std::iter::once(t.pid).chain(t.same_exe.iter().map(|&p| Some(p)));
         for m in found.into_iter().filter(|m| m.unprobeable.is_none()) {
@@ -247,6 +253,7 @@ pub fn return_notes(resolved: &[Resolved], targets: &[Target]) -> Vec<String> {
 
 /// The attach points of one spec in one target.
 fn resolve_one(
+    resolver: &symbolizer::Resolver,
     target: &symbolizer::Target,
     spec: &str,
     matching: Options,
@@ -264,7 +271,7 @@ fn resolve_one(
         }
         return Ok(probes.into_iter().map(Point::Usdt).collect());
     }
-    let matches = symbolizer::resolve(target, spec, &matching)?;
+    let matches = resolver.resolve(target, spec, &matching)?;
     // A glob's functions that cannot be probed (or their returns) are left out, named,
     // when others can be; a function named alone is refused.
     let glob = spec.contains(['*', '?', '[']);
@@ -587,7 +594,8 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
         }
         return Ok(());
     }
-    let found = symbolizer::list(&target, pattern).map_err(|e| anyhow!("{e}"))?;
+    let resolver = symbolizer::Resolver::new();
+    let found = resolver.list(&target, pattern).map_err(|e| anyhow!("{e}"))?;
     if found.is_empty() {
         // Why nothing: resolving says (stripped, in a library instead, a near name).
         let pattern = pattern.filter(|p| !p.is_empty()).unwrap_or("*");
@@ -595,7 +603,7 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
             allow_multiple: true,
             ..Default::default()
         };
-        symbolizer::resolve(&target, pattern, &all).map_err(|e| anyhow!("{e}"))?;
+        resolver.resolve(&target, pattern, &all).map_err(|e| anyhow!("{e}"))?;
         bail!("no function matches `{pattern}`");
     }
     for m in &found {
