@@ -109,8 +109,9 @@ pub struct ThreadSched {
     /// The task's `sum_exec_runtime` at its last switch (in or out), or from /proc at
     /// attach; 0 when unknown.
     pub exec_base: u64,
-    /// When `exec_base` was read, CLOCK_MONOTONIC ns: the charge since cannot exceed the
-    /// time since (`since` can run ahead of it).
+    /// When `exec_base` was read from /proc at attach, CLOCK_MONOTONIC ns: the charge
+    /// since cannot exceed the time since by much (the read may be stale); 0 once the
+    /// kernel read it at a switch, where the charge since is exact.
     pub exec_at: u64,
     /// Probed calls in progress.
     pub depth: u32,

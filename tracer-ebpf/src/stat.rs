@@ -413,8 +413,8 @@ pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
     }
 }
 
-/// How far the kernel's charge may exceed the time it was charged over (see
-/// `transition`).
+/// How far the kernel's charge since a base read from /proc at attach may exceed the
+/// time since that read (see `transition`).
 const EXEC_SLACK_NS: u64 = 100_000;
 
 /// Closes the interval thread `t` is in at `now` and opens one in `state` on `cpu`;
@@ -444,10 +444,14 @@ fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) ->
         let (old_state, since, old_cpu, base) = ((*t).state, (*t).since, (*t).cpu, (*t).exec_base);
         let span = now.saturating_sub(since);
         // The charge since the base, unless it cannot be this thread's since then (a
-        // base from /proc at attach, stale by more than the slack).
+        // base from /proc at attach, stale by more than the slack). A base read at a
+        // switch is the kernel's own: its charge since is exact even when it exceeds our
+        // timestamps by more (a hypervisor's steal between the kernel's pick and the
+        // switch-in's tracepoint is charged as running, and schedstat says so).
+        let read_at = (*t).exec_at;
         let charged = (exec != 0 && base != 0 && exec >= base)
             .then(|| exec - base)
-            .filter(|c| *c <= now.saturating_sub((*t).exec_at) + EXEC_SLACK_NS);
+            .filter(|c| read_at == 0 || *c <= now.saturating_sub(read_at) + EXEC_SLACK_NS);
         let (running, other) = match charged {
             Some(c) if old_state == tstate::RUNNING => (c, 0),
             Some(c) => (c, span.saturating_sub(c)),
@@ -466,7 +470,7 @@ fn transition(t: *mut ThreadSched, state: u32, now: u64, cpu: u32, exec: u64) ->
         (*t).cpu = cpu;
         if exec != 0 {
             (*t).exec_base = exec;
-            (*t).exec_at = now;
+            (*t).exec_at = 0;
         }
         old_cpu
     }
