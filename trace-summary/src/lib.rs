@@ -433,6 +433,12 @@ pub struct FunctionStats {
 }
 
 impl FunctionStats {
+    /// Time its calls spent in the four states (of a damaged file's figures, at most
+    /// `u64::MAX`).
+    pub fn states_ns(&self) -> u64 {
+        sum([self.running_ns, self.ready_ns, self.blocked_ns, self.io_ns])
+    }
+
     /// Errors by `rule`.
     pub fn errors_for(&self, rule: ErrorRule) -> u64 {
         match rule {
@@ -517,6 +523,14 @@ pub struct ThreadStats {
     pub ready_max_ns: Option<u64>,
     /// Hot-spot flags for the thresholds rendered with.
     pub flags: Vec<&'static str>,
+}
+
+impl ThreadStats {
+    /// Time it was alive: in the four states (of a damaged file's figures, at most
+    /// `u64::MAX`).
+    pub fn alive_ns(&self) -> u64 {
+        sum([self.running_ns, self.ready_ns, self.blocked_ns, self.io_ns])
+    }
 }
 
 /// Calls of one errno.

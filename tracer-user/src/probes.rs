@@ -595,7 +595,9 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
         return Ok(());
     }
     let resolver = symbolizer::Resolver::new();
-    let found = resolver.list(&target, pattern).map_err(|e| anyhow!("{e}"))?;
+    let found = resolver
+        .list(&target, pattern)
+        .map_err(|e| anyhow!("{e}"))?;
     if found.is_empty() {
         // Why nothing: resolving says (stripped, in a library instead, a near name).
         let pattern = pattern.filter(|p| !p.is_empty()).unwrap_or("*");
@@ -603,7 +605,9 @@ pub fn list(pid: Option<u32>, path: Option<PathBuf>, pattern: Option<&str>) -> R
             allow_multiple: true,
             ..Default::default()
         };
-        resolver.resolve(&target, pattern, &all).map_err(|e| anyhow!("{e}"))?;
+        resolver
+            .resolve(&target, pattern, &all)
+            .map_err(|e| anyhow!("{e}"))?;
         bail!("no function matches `{pattern}`");
     }
     for m in &found {

@@ -21,8 +21,7 @@ pub(super) fn function_flags(f: &FunctionStats, t: &Thresholds) -> Vec<&'static 
     if ratio(f.errors_for(t.error_if), f.calls) > t.error_ratio {
         v.push("errors");
     }
-    let inside = crate::sum([f.running_ns, f.ready_ns, f.blocked_ns, f.io_ns]);
-    if ratio(f.ready_ns, inside) > t.ready_ratio {
+    if ratio(f.ready_ns, f.states_ns()) > t.ready_ratio {
         v.push("ready");
     }
     if f.estimated {
@@ -33,9 +32,8 @@ pub(super) fn function_flags(f: &FunctionStats, t: &Thresholds) -> Vec<&'static 
 
 /// Hot-spot flags of a thread (`ready` of its alive time).
 pub(super) fn thread_flags(th: &ThreadStats, t: &Thresholds) -> Vec<&'static str> {
-    let alive = crate::sum([th.running_ns, th.ready_ns, th.blocked_ns, th.io_ns]);
     let mut v = Vec::new();
-    if ratio(th.ready_ns, alive) > t.ready_ratio {
+    if ratio(th.ready_ns, th.alive_ns()) > t.ready_ratio {
         v.push("ready");
     }
     if ratio(th.syscall_errors, th.syscalls) > t.error_ratio {

@@ -29,21 +29,19 @@ pub(super) fn write(s: &Summary, opts: &SummaryOptions, out: &mut dyn Write) -> 
     let cases: Vec<JunitCase> = match opts.by {
         By::Function => (sec.functions.iter())
             .map(|f| {
-                let inside = f.running_ns + f.ready_ns + f.blocked_ns + f.io_ns;
                 let why = |flag: &str| match flag {
                     "slow" => slow(f.mean_ns, t),
                     "errors" => errors(f.errors, f.calls, t),
-                    _ => ready(f.ready_ns, inside, t, "of its time"),
+                    _ => ready(f.ready_ns, f.states_ns(), t, "of its time"),
                 };
                 case("tracer.summary.function", f.name.clone(), &f.flags, &why)
             })
             .collect(),
         By::Thread => (sec.threads.iter())
             .map(|th| {
-                let alive = th.running_ns + th.ready_ns + th.blocked_ns + th.io_ns;
                 let why = |flag: &str| match flag {
                     "errors" => errors(th.syscall_errors, th.syscalls, t),
-                    _ => ready(th.ready_ns, alive, t, "of its life"),
+                    _ => ready(th.ready_ns, th.alive_ns(), t, "of its life"),
                 };
                 let name = format!("{}/{} ({})", th.process, th.name, th.tid);
                 case("tracer.summary.thread", name, &th.flags, &why)
