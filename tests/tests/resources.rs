@@ -382,6 +382,10 @@ fn recording_goes_on_across_an_exec() {
 
         let summary = tracer_ok(&["summary".as_ref(), out.as_os_str()]);
         assert!(!summary.stdout.is_empty(), "{who}: empty summary");
+        // The process goes by the program it runs last.
+        let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+        let main = (s.threads().iter()).find(|t| t.tid == pid).unwrap();
+        assert_eq!(main.process, "sleep", "{who}: {main:?}");
         let json = dir.path().join("t.json");
         tracer_ok(&[
             "convert".as_ref(),

@@ -84,7 +84,15 @@ impl Timeline {
         let th = &mut self.rt[r as usize];
         let stack = std::mem::take(&mut th.stack);
         self.close_stack(r, stack, t, Some(m.cpu), SpanEnd::Exited);
-        self.threads[r as usize].name = comm.as_str().into_owned();
+        let th = &mut self.threads[r as usize];
+        th.name = comm.as_str().into_owned();
+        // The process is the program it now runs (the name its file gave was the one
+        // before: a launched command is the recorder until its exec).
+        if th.tid == th.tgid {
+            self.processes[th.process as usize]
+                .name
+                .clone_from(&th.name);
+        }
     }
 
     /// Thread and process keys are per [`Source::identity`]: the files of one run share
