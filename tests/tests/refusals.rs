@@ -142,3 +142,30 @@ fn missing_and_malformed_usdt_probes_are_refused() {
     fx.kill().unwrap();
     fx.wait().unwrap();
 }
+
+/// More probes than the descriptors the recorder may open: refused before any is attached
+/// (found while attaching, the refusal waited for the kernel to detach thousands of
+/// uprobes one at a time, 13 minutes for `libc:*`), and no output file is left behind.
+#[test]
+fn probes_beyond_the_open_files_limit_are_refused_before_attaching() {
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.trace");
+    let script = format!(
+        "ulimit -n 512 && exec {} record --pid {} -u 'libc:*' -d 1s -o {}",
+        tracer_bin().display(),
+        sleeper.id(),
+        out.display()
+    );
+    let o = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("tracer: error: probing") && last.contains("file descriptors"),
+        "{err}"
+    );
+    assert!(!out.exists(), "the failed recording left {}", out.display());
+}

@@ -92,6 +92,7 @@ impl Probes {
             return Ok((p, table));
         }
         kernel.empty_probes(empty);
+        check_descriptors(&p.resolved)?;
         for i in 0..p.resolved.len() {
             if let Point::Usdt(u) = &p.resolved[i].point {
                 kernel.set_usdt_spec(i as u32 + 1, &crate::probes::usdt_spec(u))?;
@@ -361,4 +362,34 @@ fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
     Some((m.dev(), m.ino()))
+}
+
+/// Refuses, before anything is attached, probes that would not fit in the file
+/// descriptors this process may open: each probe of a process holds one (its perf event),
+/// and the first of each place two more (its anchor and link). Found out while attaching,
+/// the refusal came after detaching what was attached, one kernel grace period each
+/// (13 minutes for `libc:*`).
+fn check_descriptors(resolved: &[Resolved]) -> Result<()> {
+    let needed: usize = resolved
+        .iter()
+        .map(|r| {
+            let probes = match &r.point {
+                Point::Function(f) => match &f.exit {
+                    Exit::Uretprobe => 2,
+                    Exit::Returns { rets, tails } => 1 + rets.len() + tails.len(),
+                    _ => 1,
+                },
+                Point::Usdt(_) => 1,
+            };
+            probes * (r.pids.len() + 2)
+        })
+        .sum();
+    let limit = procfs::open_files_limit();
+    let room = limit.saturating_sub(procfs::open_files() + 256);
+    anyhow::ensure!(
+        needed <= room,
+        "probing {} places would hold up to {needed} file descriptors, more than the {room} left of this process's limit ({limit}, `ulimit -n`): probe fewer (a narrower glob)",
+        resolved.len()
+    );
+    Ok(())
 }

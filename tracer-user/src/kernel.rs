@@ -539,23 +539,34 @@ impl Kernel {
     /// Detaches and unloads every program: nothing new enters the ring buffers, whose
     /// contents stay readable.
     pub fn stop(&mut self) {
-        // Each detach waits for an RCU grace period; detaching in parallel lets them
-        // share one instead of paying one per link.
-        std::thread::scope(|s| {
-            for link in self.links.drain(..) {
-                s.spawn(move || drop(link));
-            }
-        });
+        detach(&mut self.links);
         self.skipped_at_stop = self.skipped();
         self.ebpf = None;
         self.uprobe_events.remove();
     }
 }
 
+impl Drop for Kernel {
+    /// Detaches as [`Kernel::stop`] does, when an error ends a recording before it.
+    fn drop(&mut self) {
+        detach(&mut self.links);
+    }
+}
+
+/// Drops every link: each detach waits for an RCU grace period, and detaching in
+/// parallel lets them share one instead of paying one per link.
+fn detach(links: &mut Vec<Box<dyn Send>>) {
+    std::thread::scope(|s| {
+        for link in links.drain(..) {
+            s.spawn(move || drop(link));
+        }
+    });
+}
+
 /// Uprobes attached per process from which stopping takes long enough to say so: the
 /// kernel undoes them one at a time, under one lock, a grace period each
 /// (docs/performance.md).
-pub const SLOW_DETACH: usize = 200;
+pub const SLOW_DETACH: usize = 20;
 
 /// Gives the loader the constants the programs are built against, and shrinks the maps
 /// this mode does not use to one entry.

@@ -29,8 +29,10 @@ impl Launched {
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             bail!("pipe: {}", std::io::Error::last_os_error());
         }
-        // SAFETY: the child only calls async-signal-safe functions (read, execv, _exit)
-        // on memory prepared before the fork.
+        // The command runs with the limit of open files the recorder was given.
+        let nofile = crate::procfs::original_open_files_limit();
+        // SAFETY: the child only calls async-signal-safe functions (read, setrlimit,
+        // execv, _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             bail!("fork: {}", std::io::Error::last_os_error());
@@ -41,6 +43,9 @@ impl Launched {
                 let mut b = 0u8;
                 // Wait until the parent has attached everything (or died: read gets 0).
                 if libc::read(fds[0], (&mut b as *mut u8).cast(), 1) == 1 {
+                    if let Some(l) = &nofile {
+                        libc::setrlimit(libc::RLIMIT_NOFILE, l);
+                    }
                     libc::execv(path.as_ptr(), argv.as_ptr());
                 }
                 libc::_exit(127);

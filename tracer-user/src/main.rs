@@ -37,6 +37,7 @@ fn main() -> ExitCode {
     // A closed stdout (e.g. `tracer dump | head`) ends the program quietly.
     // SAFETY: restoring the default disposition of SIGPIPE.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    procfs::raise_open_files_limit();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

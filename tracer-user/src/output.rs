@@ -27,3 +27,30 @@ pub fn create_exclusive(path: &Path, force: bool) -> Result<File> {
         .open(path)
         .with_context(|| format!("cannot create {}", path.display()))
 }
+
+/// A file just created, removed when dropped unless kept: a command that fails before it
+/// has written anything leaves no empty file behind (which a rerun would refuse to
+/// overwrite, and a reader would call no trace at all).
+pub struct Provisional<'a> {
+    path: Option<&'a Path>,
+}
+
+impl<'a> Provisional<'a> {
+    /// `path`, to be removed unless [`Provisional::keep`] is called.
+    pub fn new(path: &'a Path) -> Self {
+        Provisional { path: Some(path) }
+    }
+
+    /// Keeps the file.
+    pub fn keep(mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for Provisional<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

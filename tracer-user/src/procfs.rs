@@ -191,3 +191,49 @@ pub fn maps_file(pid: u32, path: &std::path::Path) -> bool {
         matches!((f.next(), f.next()), (Some(dev), Some(ino)) if dev == want.0 && ino == want.1)
     })
 }
+
+/// Raises this process's limit of open files to its hard limit, as perf does: probes of
+/// many functions hold a descriptor each (see `attach::check_descriptors`). A launched
+/// command gets the limit back (see [`original_open_files_limit`]).
+pub fn raise_open_files_limit() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            let _ = ORIGINAL_NOFILE.set((l.rlim_cur, l.rlim_max));
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
+static ORIGINAL_NOFILE: std::sync::OnceLock<(libc::rlim_t, libc::rlim_t)> =
+    std::sync::OnceLock::new();
+
+/// The limit of open files this process started with, if it was raised.
+pub fn original_open_files_limit() -> Option<libc::rlimit> {
+    ORIGINAL_NOFILE
+        .get()
+        .map(|&(rlim_cur, rlim_max)| libc::rlimit { rlim_cur, rlim_max })
+}
+
+/// This process's limit of open files.
+pub fn open_files_limit() -> usize {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct given.
+    match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } {
+        0 => usize::try_from(l.rlim_cur).unwrap_or(usize::MAX),
+        _ => usize::MAX,
+    }
+}
+
+/// Files this process has open.
+pub fn open_files() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}

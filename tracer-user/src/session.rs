@@ -65,6 +65,7 @@ impl Session {
             None => opts.output.clone(),
         };
         let file = output::create_exclusive(&first, opts.force)?;
+        let created = output::Provisional::new(&first);
         let cpus = procfs::possible_cpus()?;
         let config = kernel_config(opts, cpus, cgroup.is_some())?;
         let mut kernel = Kernel::load(cpus, &offsets, &config, &tracefs)?;
@@ -121,7 +122,7 @@ impl Session {
         )?;
         let n = kernel.per_process_uprobes();
         if n >= crate::kernel::SLOW_DETACH {
-            eprintln!("tracer: warning: {n} uprobes attached per process (functions of libraries, USDT probes): stopping undoes them one at a time, a kernel grace period each");
+            eprintln!("tracer: warning: {n} uprobes attached per process (functions of libraries, USDT probes): stopping undoes them one at a time, a kernel grace period each (tens to hundreds of ms), and slows other tracers' stops meanwhile");
         }
         let preamble = preamble(opts, cpus, &pids, launched.as_ref(), table);
         let writer = preamble.write(file, &threads)?;
@@ -139,8 +140,9 @@ impl Session {
             threads,
             seeded_at,
             preamble,
-            first,
+            first: first.clone(),
         };
+        created.keep();
         Ok((session, writer))
     }
 }
