@@ -50,7 +50,8 @@ pub struct FunctionTime {
 pub struct StackSummary {
     /// Per function.
     pub functions: Vec<FunctionTime>,
-    /// Samples and blocking stacks whose user frames were cut, by reason.
+    /// Samples and blocking stacks whose user frames were cut, by category of reason
+    /// (see [`trace_file::meta::cut_category`]).
     pub cut: Vec<(String, u64)>,
     /// How the stacks were walked, when not by the binaries' unwind tables.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,8 +184,10 @@ fn aggregate(weights: Weights, stores: &[&StackStore]) -> StackSummary {
         };
         let Some(def) = store.stack(id) else { continue };
         if let Some(why) = &def.cut {
+            // By category: the reasons' details (an address) would make a line a stack.
+            let category = trace_file::meta::cut_category(why).to_string();
             add(
-                cut.entry(why.clone()).or_default(),
+                cut.entry(category).or_default(),
                 samples.saturating_add(blocks),
             );
         }
@@ -329,7 +332,7 @@ pub fn render(
         )?;
     }
     for (why, n) in &s.cut {
-        let meaning = trace_file::meta::cut_meaning(trace_file::meta::cut_category(why));
+        let meaning = trace_file::meta::cut_meaning(why);
         writeln!(out, "cut short: {n} stacks, {meaning} ({why})")?;
     }
     Ok(())

@@ -248,7 +248,8 @@ pub struct Target {
     /// corrupt the process. Only when no switch happens while a probed function runs.
     #[arg(long)]
     pub unsafe_returns: bool,
-    /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or exit.
+    /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or exit. A launched
+    /// command still running then is sent SIGTERM: it lives as long as its recording.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Overwrite the output file if it exists.

@@ -180,7 +180,7 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
     if s.second_hand_probes > 0 {
         writeln!(
             out,
-            "  {} processes inherited their probes from a process that had inherited them: the kernel may drop their breakpoints (seen on Linux 6.18, perf record -p too): their calls may be missing",
+            "  {} processes inherited their probes from a process that had inherited them: the kernel may drop the breakpoints of both, at their exit (seen on Linux 6.18, perf record -p too): calls in library functions of those processes and of their parents after that may be missing",
             s.second_hand_probes
         )?;
     }
