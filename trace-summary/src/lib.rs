@@ -281,7 +281,21 @@ pub fn summarize_with(inputs: &[PathBuf], opts: &SummarizeOptions) -> Result<Sum
                 "cannot summarize trace files and stat files together".into(),
             ));
         }
-        return stat::summarize_stat(inputs, opts.merge.salvage);
+        if opts.error_if == ErrorRule::NonZero {
+            return Err(Error::Option(
+                "--error-if nonzero: stat files count the calls that returned a negative value, the kernel's rule; a trace file (tracer record) keeps the values for other rules".into(),
+            ));
+        }
+        let mut summary = stat::summarize_stat(inputs, opts.merge.salvage)?;
+        if opts.error_if == ErrorRule::None {
+            let sections = std::iter::once(&mut summary.total)
+                .chain(&mut summary.per_file)
+                .chain(summary.windows.iter_mut().map(|w| &mut w.section));
+            for f in sections.flat_map(|s| s.functions.iter_mut()) {
+                f.errors = 0;
+            }
+        }
+        return Ok(summary);
     }
     acc::run(trace_merge::open(inputs, &opts.merge)?, opts)
 }

@@ -921,6 +921,49 @@ fn damaged_stat_windows_saturate() {
 }
 
 #[test]
+fn a_stat_file_takes_the_error_rules_it_can_apply_and_refuses_the_other() {
+    // The kernel counts negative returns only: `nonzero` was silently ignored.
+    use trace_file::{ChunkKind, FuncWindow, StatWindow, Writer};
+    let b = sleeper(100);
+    let mut header = b.header.clone();
+    header.mode = "stat".into();
+    let mut w = Writer::new(Vec::new()).unwrap();
+    w.meta(ChunkKind::Header, &header).unwrap();
+    w.meta(ChunkKind::Probes, &b.probes).unwrap();
+    let window = StatWindow {
+        start_ns: START,
+        end_ns: START + 10 * MS,
+        functions: vec![FuncWindow {
+            id: 1,
+            calls: 10,
+            errors: 3,
+            total_ns: 1000,
+            ..FuncWindow::default()
+        }],
+        ..StatWindow::default()
+    };
+    w.meta(ChunkKind::Window, &window).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.stat");
+    std::fs::write(&p, w.into_inner()).unwrap();
+    let with = |error_if| {
+        let opts = trace_summary::SummarizeOptions {
+            error_if,
+            ..Default::default()
+        };
+        trace_summary::summarize_with(std::slice::from_ref(&p), &opts)
+    };
+    let errors = |s: Summary| s.function("handle_request").unwrap().errors;
+    assert_eq!(errors(with(ErrorRule::Negative).unwrap()), 3);
+    assert_eq!(errors(with(ErrorRule::None).unwrap()), 0);
+    let refused = with(ErrorRule::NonZero).unwrap_err().to_string();
+    assert!(
+        refused.contains("nonzero") && !refused.contains('\n'),
+        "{refused}"
+    );
+}
+
+#[test]
 fn probe_ids_past_the_probe_table_cost_no_table_up_to_them() {
     // Slots were a table indexed by probe id: id u32::MAX asked for 16 GiB.
     let mut b = sleeper(100);

@@ -346,7 +346,8 @@ pub struct View {
     /// Per-window figures (CSV), e.g. 1s.
     #[arg(long, value_parser = parse_duration)]
     pub window: Option<Duration>,
-    /// When a function call counts as an error: negative, nonzero or none.
+    /// When a function call counts as an error: negative, nonzero or none (stat files,
+    /// counted by the kernel, know negative returns only).
     #[arg(long, default_value = "negative")]
     pub error_if: String,
     /// Read past damaged chunks instead of stopping at the first; the summary notes what
