@@ -953,6 +953,16 @@ fn a_stat_file_takes_the_error_rules_it_can_apply_and_refuses_the_other() {
         };
         trace_summary::summarize_with(std::slice::from_ref(&p), &opts)
     };
+    // Without samples (`--sample N`) a stat file has no state split: not measured.
+    let table = render_string(
+        &with(ErrorRule::Negative).unwrap(),
+        &SummaryOptions::default(),
+    );
+    let row = (table.lines())
+        .find(|l| l.starts_with("handle_request"))
+        .unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[11..15], ["-"; 4], "{table}");
     let errors = |s: Summary| s.function("handle_request").unwrap().errors;
     assert_eq!(errors(with(ErrorRule::Negative).unwrap()), 3);
     assert_eq!(errors(with(ErrorRule::None).unwrap()), 0);

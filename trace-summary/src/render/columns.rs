@@ -112,9 +112,10 @@ fn function_table(v: &[FunctionStats]) -> Table {
     t
 }
 
-/// A share of a function's thread-state split: not measured for Go functions.
+/// A share of a function's thread-state split: not measured for Go functions, nor for
+/// functions of a stat file without samples (`--sample N`), whose split is all zero.
 fn split(goroutine: bool, part: u64, whole: u64) -> Cell {
-    if goroutine {
+    if goroutine || whole == 0 {
         Cell::Missing
     } else {
         Cell::Share(part, whole)
