@@ -856,17 +856,28 @@ fn go_functions_are_timed_by_goroutine() {
     assert_eq!(&cells[..4], ["app:request", "2", "-", "-"], "{row}");
 }
 
-#[test]
-fn damaged_stat_windows_saturate() {
-    // Counts and times near u64::MAX, and histograms longer than u64's range of buckets:
-    // the sums overflowed and the bucket's bound was a shift past 63.
-    use trace_file::{ChunkKind, FuncWindow, StatWindow, SysWindow, ThreadWindow, Writer};
+/// A stat file of the sleeper's probes and `windows`, in `dir`.
+fn stat_file(dir: &std::path::Path, windows: &[trace_file::StatWindow]) -> PathBuf {
+    use trace_file::{ChunkKind, Writer};
     let b = sleeper(100);
     let mut header = b.header.clone();
     header.mode = "stat".into();
     let mut w = Writer::new(Vec::new()).unwrap();
     w.meta(ChunkKind::Header, &header).unwrap();
     w.meta(ChunkKind::Probes, &b.probes).unwrap();
+    for window in windows {
+        w.meta(ChunkKind::Window, window).unwrap();
+    }
+    let p = dir.join("t.stat");
+    std::fs::write(&p, w.into_inner()).unwrap();
+    p
+}
+
+#[test]
+fn damaged_stat_windows_saturate() {
+    // Counts and times near u64::MAX, and histograms longer than u64's range of buckets:
+    // the sums overflowed and the bucket's bound was a shift past 63.
+    use trace_file::{FuncWindow, StatWindow, SysWindow, ThreadWindow};
     let window = StatWindow {
         start_ns: START + 5,
         end_ns: START,
@@ -898,12 +909,8 @@ fn damaged_stat_windows_saturate() {
         stacks: Vec::new(),
         stack_period_ns: 0,
     };
-    for _ in 0..2 {
-        w.meta(ChunkKind::Window, &window).unwrap();
-    }
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("t.stat");
-    std::fs::write(&p, w.into_inner()).unwrap();
+    let p = stat_file(dir.path(), &[window.clone(), window]);
     let s = summarize(&[p]).unwrap();
     let f = s.function("handle_request").unwrap();
     assert_eq!((f.calls, f.inclusive_ns), (u64::MAX, u64::MAX));
@@ -923,13 +930,7 @@ fn damaged_stat_windows_saturate() {
 #[test]
 fn a_stat_file_takes_the_error_rules_it_can_apply_and_refuses_the_other() {
     // The kernel counts negative returns only: `nonzero` was silently ignored.
-    use trace_file::{ChunkKind, FuncWindow, StatWindow, Writer};
-    let b = sleeper(100);
-    let mut header = b.header.clone();
-    header.mode = "stat".into();
-    let mut w = Writer::new(Vec::new()).unwrap();
-    w.meta(ChunkKind::Header, &header).unwrap();
-    w.meta(ChunkKind::Probes, &b.probes).unwrap();
+    use trace_file::{FuncWindow, StatWindow};
     let window = StatWindow {
         start_ns: START,
         end_ns: START + 10 * MS,
@@ -942,10 +943,8 @@ fn a_stat_file_takes_the_error_rules_it_can_apply_and_refuses_the_other() {
         }],
         ..StatWindow::default()
     };
-    w.meta(ChunkKind::Window, &window).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("t.stat");
-    std::fs::write(&p, w.into_inner()).unwrap();
+    let p = stat_file(dir.path(), &[window]);
     let with = |error_if| {
         let opts = trace_summary::SummarizeOptions {
             error_if,
