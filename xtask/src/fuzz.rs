@@ -37,6 +37,11 @@ pub struct Args {
     /// as many inputs and suffices where the code under test has no unsafe code.
     #[arg(long, default_value = "address")]
     sanitizer: String,
+    /// libFuzzer's limit on one input, in seconds of wall time. A run at low priority
+    /// beside other work needs more than the default: an input starved of the CPU is
+    /// reported as a timeout however little CPU it takes.
+    #[arg(long, default_value_t = 10)]
+    timeout: u64,
     /// Regenerate the generated seed files first (trace-file's example `fuzz_seeds`);
     /// alone, do only that.
     #[arg(long)]
@@ -130,7 +135,8 @@ pub fn run(args: &Args) -> Result<()> {
         let status = cargo_fuzz("run")
             .arg(t)
             .args(&dirs)
-            .args(["--", &limit, "-rss_limit_mb=2048", "-timeout=10"])
+            .args(["--", &limit, "-rss_limit_mb=2048"])
+            .arg(format!("-timeout={}", args.timeout))
             .arg("-print_final_stats=1")
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
