@@ -44,6 +44,10 @@ pub fn run(only: Option<&str>) -> Result<()> {
         println!("\n== tracer stat by event class, beside empty programs ({ROUNDS} rounds of {LOAD_SECS}s each, interleaved)");
         stat_by_class(&tracer, &dir)?;
     }
+    if wanted("sampling") {
+        println!("\n== latencies from 1 call in 64 against every call timed, two counters on one server at once");
+        crate::bench_sampling::sampled_vs_exact(&tracer, &dir)?;
+    }
     if wanted("probe") {
         println!("\n== cost of a probed call: C (uprobe + uretprobe) and Go (entry + RET uprobes), {ROUNDS} rounds interleaved, minimum per mode");
         probe_cost(&tracer, &dir)?;
@@ -176,11 +180,11 @@ fn cpu_ns(pid: u32) -> u64 {
     ticks * 1_000_000_000 / hz.max(1)
 }
 
-fn file_len(p: &Path) -> u64 {
+pub(crate) fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
 
-fn interrupt(child: Child) -> Result<()> {
+pub(crate) fn interrupt(child: Child) -> Result<()> {
     // SAFETY: signalling a child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output()?;

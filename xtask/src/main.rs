@@ -1,6 +1,7 @@
 //! `cargo xtask`: everything beyond plain cargo, one file per task.
 
 mod bench;
+mod bench_sampling;
 mod bench_stacks;
 mod build;
 mod containers;
@@ -40,8 +41,8 @@ enum Task {
     Demo,
     /// Measure overheads and throughputs side by side.
     Bench {
-        /// Run some sections only (comma-separated): server, stat, classes, probe, stacks, rate,
-        /// convert, parquet, symbolizer, merge.
+        /// Run some sections only (comma-separated): server, stat, classes, sampling, probe,
+        /// stacks, rate, convert, parquet, symbolizer, merge.
         #[arg(long)]
         only: Option<String>,
     },
