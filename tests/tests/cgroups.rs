@@ -172,5 +172,6 @@ fn a_go_server_in_a_cgroup_is_counted_exactly() {
         "counted {} ns, the server's own {handle_ns} ns over {calls} calls",
         f.inclusive_ns
     );
-    assert!(f.min_ns >= 300_000, "{f:?}");
+    // Its 300 us sleep, to within the buckets' resolution (a sixteenth).
+    assert!(f.min_ns >= 300_000 - 300_000 / 16, "{f:?}");
 }

@@ -247,7 +247,17 @@ fn window(i: u64, with_hist: bool) -> StatWindow {
             timed: with_hist.then_some(3),
             errors: 1,
             total_ns: 123_456,
-            hist: (0..32).map(|b| u64::from(b % 5 == 0)).collect(),
+            // The newer windows' latency buckets are log-linear (format version 6).
+            buckets: if with_hist {
+                vec![(3, 1), (130, 1), (271, 1)]
+            } else {
+                vec![]
+            },
+            hist: if with_hist {
+                vec![]
+            } else {
+                (0..32).map(|b| u64::from(b % 5 == 0)).collect()
+            },
             untimed: 0,
         }],
         threads: vec![ThreadWindow {
@@ -273,11 +283,12 @@ fn window(i: u64, with_hist: bool) -> StatWindow {
             errors: 2,
             total_ns: 40_000,
             positive_sum: 81_920,
-            hist: if with_hist {
-                vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 18]
+            buckets: if with_hist {
+                vec![(80, 2), (90, 18)]
             } else {
                 vec![]
             },
+            hist: vec![],
         }],
         dropped: i,
         stacks: Vec::new(),

@@ -16,8 +16,10 @@ pub const MAGIC: [u8; 8] = *b"TRACEBPF";
 /// Version 3 frames chunks as version 2 does and adds stacks (a chunk kind and two record
 /// kinds), which a version 2 reader would take for damage: it refuses the version instead.
 /// Version 4 writes go_entry and go_exit with the frame's height, under two new codes.
-/// Version 5 adds frame_entry and frame_exit (native calls paired by frame).
-pub const FORMAT_VERSION: u32 = 5;
+/// Version 5 adds frame_entry and frame_exit (native calls paired by frame). Version 6
+/// gives counting windows' latency histograms log-linear buckets, which a version 5
+/// reader would miss (it refuses the version instead).
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest version [`Reader`] still reads.
 pub const OLDEST_VERSION: u32 = 1;
 

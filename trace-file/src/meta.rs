@@ -278,7 +278,7 @@ pub struct WindowStack {
     pub count: u64,
 }
 
-/// A probed function in one window. `hist[i]` counts calls of `[2^i, 2^(i+1))` ns.
+/// A probed function in one window.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct FuncWindow {
     /// Probe-table id.
@@ -295,7 +295,13 @@ pub struct FuncWindow {
     pub errors: u64,
     /// Time spent in the timed calls, callees included.
     pub total_ns: u64,
-    /// Their durations, in log2 buckets of nanoseconds.
+    /// Their durations: the latency buckets hit ([`tracer_abi::hist_bounds`]) and their
+    /// counts (format version 6 on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<(u32, u64)>,
+    /// Their durations in files before format version 6: `hist[i]` counts calls of
+    /// `[2^i, 2^(i+1))` ns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hist: Vec<u64>,
     /// Calls chosen to be timed that were not (a Go function's recursion deeper in timed
     /// calls than the kernel keeps): the timed calls lean to its outer calls.
@@ -365,8 +371,76 @@ pub struct SysWindow {
     pub total_ns: u64,
     /// Sum of positive results (bytes, for calls that move bytes).
     pub positive_sum: u64,
-    /// Durations of the calls whose entry was seen, in log2 buckets of nanoseconds
-    /// (empty in files before 2026-11-25).
+    /// Durations of the calls whose entry was seen: the latency buckets hit
+    /// ([`tracer_abi::hist_bounds`]) and their counts (format version 6 on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<(u32, u64)>,
+    /// The same in files before format version 6, in log2 buckets of nanoseconds (empty
+    /// in files before 2026-11-25).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hist: Vec<u64>,
+}
+
+/// The latency histogram of a window's function or system call, whichever layout its
+/// file has, as durations and how many calls stand at each. A bucket's calls are spread
+/// evenly over it, at the middles of its quarters (a quantile then moves with its rank
+/// inside a bucket instead of jumping a bucket at a time); the last bucket, open-ended,
+/// stands at its start, and a log2 bucket of older files at its middle.
+pub fn latency_buckets<'a>(
+    buckets: &'a [(u32, u64)],
+    log2: &'a [u64],
+) -> impl Iterator<Item = (u64, u64)> + 'a {
+    let fine = (buckets.iter()).flat_map(|&(i, n)| {
+        let (lo, hi) = tracer_abi::hist_bounds(i as usize);
+        let width = hi.wrapping_sub(lo).wrapping_add(1);
+        if hi == u64::MAX {
+            return [(lo, n), (0, 0), (0, 0), (0, 0)];
+        }
+        if width < 4 {
+            return [(lo + (width - 1) / 2, n), (0, 0), (0, 0), (0, 0)];
+        }
+        let quarter = width / 4;
+        // A remainder goes to the middle quarters first.
+        [1u64, 2, 0, 3].map(|q| {
+            let extra = [2u64, 0, 1, 3][q as usize] < n % 4;
+            (lo + quarter * q + quarter / 2, n / 4 + u64::from(extra))
+        })
+    });
+    let coarse = (log2.iter().enumerate()).map(|(b, &n)| {
+        // Only a damaged window has buckets past u64's range: they count as the last.
+        let lo = 1u64 << b.min(63);
+        (lo + lo / 2, n)
+    });
+    fine.chain(coarse).filter(|b| b.1 > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::latency_buckets;
+
+    #[test]
+    fn a_buckets_calls_are_spread_over_it_and_all_kept() {
+        // Bucket 16 is 16..=17 ns (width 2); bucket 60 is 768..=831 ns (width 64).
+        let (lo, hi) = tracer_abi::hist_bounds(60);
+        assert_eq!((lo, hi), (768, 831));
+        for n in [1u64, 2, 3, 4, 5, 7, 1_000_003] {
+            let at: Vec<(u64, u64)> = latency_buckets(&[(60, n)], &[]).collect();
+            assert_eq!(at.iter().map(|a| a.1).sum::<u64>(), n, "{n}: {at:?}");
+            assert!(at.iter().all(|a| (lo..=hi).contains(&a.0)), "{at:?}");
+            let mean = at.iter().map(|a| a.0 * a.1).sum::<u64>() / n;
+            assert!(mean.abs_diff((lo + hi) / 2) <= 16, "{n}: {mean}");
+        }
+        assert_eq!(
+            latency_buckets(&[(16, 3)], &[]).collect::<Vec<_>>(),
+            [(16, 3)]
+        );
+        let last = tracer_abi::HIST_BUCKETS as u32 - 1;
+        let open: Vec<_> = latency_buckets(&[(last, 2)], &[]).collect();
+        assert_eq!(open, [(tracer_abi::hist_bounds(last as usize).0, 2)]);
+        // Older files' log2 buckets at their middles.
+        assert_eq!(
+            latency_buckets(&[], &[0, 0, 5]).collect::<Vec<_>>(),
+            [(6, 5)]
+        );
+    }
 }

@@ -554,6 +554,7 @@ fn stat_file(path: &Path, host: &str, windows: u64) {
                 timed: Some(50 + i),
                 errors: i,
                 total_ns: 5_000_000 * (i + 1),
+                buckets: Vec::new(),
                 hist: vec![0, 0, 3, 97 + i],
                 untimed: 0,
             }],
@@ -581,6 +582,7 @@ fn stat_file(path: &Path, host: &str, windows: u64) {
                     errors: 1,
                     total_ns: 400 + i,
                     positive_sum: 4096,
+                    buckets: Vec::new(),
                     hist: Vec::new(),
                 },
                 SysWindow {
@@ -589,6 +591,7 @@ fn stat_file(path: &Path, host: &str, windows: u64) {
                     errors: 0,
                     total_ns: 300,
                     positive_sum: 300,
+                    buckets: Vec::new(),
                     hist: Vec::new(),
                 },
             ],

@@ -228,7 +228,7 @@ impl Acc {
             s.errors = s.errors_negative;
             add(&mut s.inclusive_ns, fw.total_ns);
             add(&mut s.self_ns, fw.total_ns);
-            record_log2(&mut s.hist, &fw.hist, 0);
+            record_latencies(&mut s.hist, &fw.buckets, &fw.hist);
         }
         for t in &w.threads {
             let name = if t.name.is_empty() {
@@ -288,7 +288,7 @@ impl Acc {
             add(&mut s.calls, c.calls);
             add(&mut s.errors, c.errors);
             add(&mut s.total_ns, c.total_ns);
-            record_log2(&mut s.hist, &c.hist, 0);
+            record_latencies(&mut s.hist, &c.buckets, &c.hist);
             if class.reads {
                 add(&mut s.bytes_read, c.positive_sum);
             } else if class.writes {
@@ -368,8 +368,10 @@ fn estimate(s: &mut FunctionStats) {
     s.errors_nonzero = scale(s.errors_nonzero);
     s.errors = scale(s.errors);
     // Order statistics: the ranks within 1.96 standard deviations of the binomial around
-    // q n. A rank past the last timed call means the sample cannot bound the quantile
-    // from above (a p99 from fewer than about 300 calls): unbounded, u64::MAX.
+    // q n, widened by half a kernel bucket (an eighth of a power of two wide: a duration
+    // is known to within a sixteenth). A rank past the last timed call means the sample
+    // cannot bound the quantile from above (a p99 from fewer than about 300 calls):
+    // unbounded, u64::MAX.
     let ci = |q: f64| {
         let n = n as f64;
         let sd = (n * q * (1.0 - q)).sqrt();
@@ -377,12 +379,19 @@ fn estimate(s: &mut FunctionStats) {
             (n * q - 1.96 * sd).floor(),
             (n * q + 1.96 * sd).ceil() + 1.0,
         );
+        let half_bucket = |v: u64| v / (2 << tracer_abi::HIST_SUB_BITS);
         [
-            if lo < 1.0 { 0 } else { s.hist.quantile(lo / n) },
+            if lo < 1.0 {
+                0
+            } else {
+                let v = s.hist.quantile(lo / n);
+                v - half_bucket(v)
+            },
             if hi > n {
                 u64::MAX
             } else {
-                s.hist.quantile(hi / n)
+                let v = s.hist.quantile(hi / n);
+                v.saturating_add(half_bucket(v))
             },
         ]
     };
@@ -402,11 +411,18 @@ fn finish_hist(h: &Histogram, s: &mut FunctionStats) {
 }
 
 /// Adds the log2 buckets of a window to `h`, bucket `b` counting durations from
-/// `2^(b + shift)` ns, each at its bucket's geometric middle.
+/// `2^(b + shift)` ns, each at its bucket's middle.
 fn record_log2(h: &mut Histogram, buckets: &[u64], shift: u32) {
     for (b, &n) in buckets.iter().enumerate() {
         let lo = bucket(b as u32 + shift);
         h.record_n(lo + lo / 2, n);
+    }
+}
+
+/// Adds a window's latency histogram to `h`, in whichever layout its file has.
+fn record_latencies(h: &mut Histogram, buckets: &[(u32, u64)], log2: &[u64]) {
+    for (at, n) in trace_file::latency_buckets(buckets, log2) {
+        h.record_n(at, n);
     }
 }
 

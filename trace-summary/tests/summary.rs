@@ -887,6 +887,8 @@ fn damaged_stat_windows_saturate() {
             timed: Some(u64::MAX),
             errors: u64::MAX,
             total_ns: u64::MAX,
+            // A version 6 window's buckets, out of range too, beside an older one's.
+            buckets: vec![(u32::MAX, u64::MAX), (40, u64::MAX)],
             hist: vec![u64::MAX; 100],
             untimed: 0,
         }],

@@ -12,9 +12,53 @@ pub const MAX_FRAME_CALLS: u32 = 16384;
 pub const FRAME_LEVELS: usize = 8;
 /// System call numbers counting mode can hold.
 pub const MAX_SYSCALLS: u32 = 512;
-/// Buckets of the latency histograms: bucket `i` counts durations in `[2^i, 2^(i+1))` ns,
-/// the last one everything longer (2^31 ns = 2.1 s).
-pub const HIST_BUCKETS: usize = 32;
+/// log2 of the buckets each power of two of a latency histogram is split into: a
+/// duration is known to within 1/8 of its power of two, so a percentile read at its
+/// bucket's middle is within 1/16 (6.25%) of the truth.
+pub const HIST_SUB_BITS: u32 = 3;
+/// Latency histograms tell durations apart up to 2^36 ns (68.7 s): the last bucket, from
+/// 15/16 of it, counts everything longer too.
+pub const HIST_TOP_LOG2: u32 = 36;
+/// Buckets of the latency histograms (log-linear, as HDR histograms): a bucket each for
+/// the durations below `2^(HIST_SUB_BITS + 1)` ns, then `2^HIST_SUB_BITS` equal buckets
+/// per power of two up to `2^HIST_TOP_LOG2` ns ([`hist_bucket`], [`hist_bounds`]).
+pub const HIST_BUCKETS: usize = ((HIST_TOP_LOG2 - HIST_SUB_BITS + 1) << HIST_SUB_BITS) as usize;
+
+/// The latency histogram bucket of a duration of `ns` nanoseconds.
+#[inline(always)]
+pub fn hist_bucket(ns: u64) -> usize {
+    let subs = 1u64 << HIST_SUB_BITS;
+    if ns < 2 * subs {
+        return ns as usize;
+    }
+    let e = 63 - ns.leading_zeros();
+    if e >= HIST_TOP_LOG2 {
+        return HIST_BUCKETS - 1;
+    }
+    let shift = e - HIST_SUB_BITS;
+    let sub = ((ns >> shift) & (subs - 1)) as usize;
+    (((shift + 1) as usize) << HIST_SUB_BITS) | sub
+}
+
+/// The shortest and longest duration of latency histogram bucket `i` (the last one's
+/// longest is `u64::MAX`); an `i` past the buckets is the last one.
+pub fn hist_bounds(i: usize) -> (u64, u64) {
+    let i = if i >= HIST_BUCKETS {
+        HIST_BUCKETS - 1
+    } else {
+        i
+    };
+    let subs = 1u64 << HIST_SUB_BITS;
+    if (i as u64) < 2 * subs {
+        return (i as u64, i as u64);
+    }
+    let shift = (i >> HIST_SUB_BITS) as u32 - 1;
+    let lo = ((i as u64 & (subs - 1)) | subs) << shift;
+    if i == HIST_BUCKETS - 1 {
+        return (lo, u64::MAX);
+    }
+    (lo, lo + (1u64 << shift) - 1)
+}
 
 /// Counting mode, per function (per CPU, summed by user space).
 #[repr(C)]
@@ -28,8 +72,10 @@ pub struct FuncStat {
     pub errors: u64,
     /// Time in the timed calls.
     pub total_ns: u64,
-    /// Their durations, in log2 buckets ([`HIST_BUCKETS`]).
-    pub hist: [u64; HIST_BUCKETS],
+    /// Their durations, by [`hist_bucket`]. 32-bit counters: user space reads them far
+    /// more often than 4 billion calls of one bucket on one CPU, and takes each CPU's
+    /// difference modulo 2^32.
+    pub hist: [u32; HIST_BUCKETS],
     /// Calls chosen to be timed that were not: a call paired by frame under more timed
     /// calls of it on its goroutine or thread than [`FRAME_LEVELS`] (recursion).
     pub untimed: u64,
@@ -37,7 +83,7 @@ pub struct FuncStat {
 
 /// Counting mode, per system call number.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct SysStat {
     /// Calls.
     pub calls: u64,
@@ -47,8 +93,9 @@ pub struct SysStat {
     pub total_ns: u64,
     /// Sum of positive results: bytes moved, for the calls that move bytes.
     pub positive_sum: u64,
-    /// Durations of the calls whose entry was seen, in log2 buckets ([`HIST_BUCKETS`]).
-    pub hist: [u64; HIST_BUCKETS],
+    /// Durations of the calls whose entry was seen, by [`hist_bucket`] (32-bit, as
+    /// [`FuncStat::hist`]).
+    pub hist: [u32; HIST_BUCKETS],
 }
 
 /// Counting mode, per thread, cumulative. Times are closed intervals only: user space
@@ -126,8 +173,8 @@ pub struct ThreadSched {
 }
 
 crate::records::exact_layout! {
-    FuncStat { u64, u64, u64, u64, [u64; HIST_BUCKETS], u64 }
-    SysStat { u64, u64, u64, u64, [u64; HIST_BUCKETS] }
+    FuncStat { u64, u64, u64, u64, [u32; HIST_BUCKETS], u64 }
+    SysStat { u64, u64, u64, u64, [u32; HIST_BUCKETS] }
     ThreadStat { [u64; 4], u64, u64, u64, u64, u64, u64, u64, [u32; WAIT_BUCKETS] }
     ThreadSched { u64, u32, u32, u64, u64, u64, u32, u32, [u64; MAX_DEPTH], [u32; MAX_DEPTH], ThreadStat }
 }
@@ -153,4 +200,44 @@ pub struct StackKey {
 
 crate::records::exact_layout! {
     StackKey { u32, u32, i64, i64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_buckets_tile_the_durations_each_within_an_eighth_of_its_power_of_two() {
+        assert_eq!(HIST_BUCKETS, 272);
+        let mut next = 0;
+        for i in 0..HIST_BUCKETS {
+            let (lo, hi) = hist_bounds(i);
+            assert_eq!(lo, next, "bucket {i} starts where {} ended", i.max(1) - 1);
+            assert!(hi >= lo);
+            assert_eq!(hist_bucket(lo), i);
+            assert_eq!(hist_bucket(hi), i);
+            if i < HIST_BUCKETS - 1 {
+                assert!((hi - lo + 1) * 8 <= lo.max(8), "bucket {i}: {lo}..={hi}");
+                next = hi + 1;
+            }
+        }
+        assert_eq!(hist_bounds(HIST_BUCKETS - 1), (15 << 32, u64::MAX));
+        assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
+        assert_eq!(hist_bounds(HIST_BUCKETS + 5), hist_bounds(HIST_BUCKETS - 1));
+        for ns in [
+            0u64,
+            1,
+            15,
+            16,
+            17,
+            1000,
+            262_144,
+            265_000,
+            1 << 35,
+            (1 << 36) - 1,
+        ] {
+            let (lo, hi) = hist_bounds(hist_bucket(ns));
+            assert!(lo <= ns && ns <= hi, "{ns} in {lo}..={hi}");
+        }
+    }
 }

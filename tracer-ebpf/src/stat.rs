@@ -134,7 +134,17 @@ fn wait_bucket(ns: u64) -> usize {
 
 #[inline(always)]
 fn log2_bucket(ns: u64) -> usize {
-    let b = 63 - (ns | 1).leading_zeros() as usize;
+    63 - (ns | 1).leading_zeros() as usize
+}
+
+/// [`hist_bucket`], bounded for the verifier: the compiler proves the bound and drops the
+/// check, which the verifier, unable to follow the leading-zeros arithmetic, needs; read
+/// through memory, the value is one the compiler cannot reason about.
+#[inline(always)]
+fn latency_bucket(ns: u64) -> usize {
+    let b = hist_bucket(ns);
+    // SAFETY: a read of a local.
+    let b = unsafe { core::ptr::read_volatile(&b) };
     if b >= HIST_BUCKETS {
         HIST_BUCKETS - 1
     } else {
@@ -275,7 +285,7 @@ fn timed(func: u32, dt: u64, ret: u64) {
             (*s).timed += 1;
             (*s).errors += ((ret as i64) < 0) as u64;
             (*s).total_ns += dt;
-            (*s).hist[log2_bucket(dt)] += 1;
+            (*s).hist[latency_bucket(dt)] += 1;
         }
     }
 }
@@ -407,7 +417,7 @@ pub fn sys_exit(t: *mut ThreadSched, nr: u32, ret: i64, now: u64) {
             }
             (*s).total_ns += dt;
             if dt > 0 {
-                (*s).hist[log2_bucket(dt)] += 1;
+                (*s).hist[latency_bucket(dt)] += 1;
             }
         }
     }

@@ -580,9 +580,18 @@ fn size_maps<'a>(
         .override_global("OFFSETS", offsets, true)
         .override_global("CONFIG", config, true);
     if config.stat_mode == 0 {
-        // Counting mode's hash maps are preallocated (tens of MiB, long to create)
-        // and never touched when recording.
-        for map in ["SCHED", "SAMPLED", "FRAME_CALLS"] {
+        // Counting mode's maps are preallocated (its hash maps tens of MiB, long to
+        // create; its per-CPU counters over a MiB a CPU) and never touched when recording.
+        for map in [
+            "SCHED",
+            "SAMPLED",
+            "FRAME_CALLS",
+            "FUNC_STATS",
+            "SYS_STATS",
+            "SAMPLE_TICK",
+            "TIME_PICK",
+            "BUDGET",
+        ] {
             loader.map_max_entries(map, 1);
         }
     }

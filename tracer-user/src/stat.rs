@@ -141,8 +141,9 @@ pub struct Counting {
     opts: StatOptions,
     probes: Vec<Probe>,
     names: HashMap<u32, (u32, String)>,
-    funcs: HashMap<u32, FuncWindow>,
-    syscalls: HashMap<u32, SysWindow>,
+    /// Per function and per system call, the cumulative figures last read.
+    funcs: HashMap<u32, (FuncWindow, LastRead)>,
+    syscalls: HashMap<u32, (SysWindow, LastRead)>,
     threads: HashMap<u32, ThreadTotals>,
     window_start: u64,
     /// The kernel's cumulative count of dropped updates: last read, and when the current
@@ -265,31 +266,28 @@ impl Counting {
             let per_cpu = maps.funcs.get(&p.id, 0)?;
             let mut total = FuncWindow {
                 id: p.id,
-                hist: vec![0; HIST_BUCKETS],
+                timed: Some(0),
                 ..Default::default()
             };
-            let mut timed = 0;
             for s in per_cpu.iter() {
                 total.calls += s.calls;
-                timed += s.timed;
+                *total.timed.as_mut().unwrap() += s.timed;
                 total.errors += s.errors;
                 total.total_ns += s.total_ns;
-                for (t, h) in total.hist.iter_mut().zip(s.hist.iter()) {
-                    *t += h;
-                }
+                total.untimed += s.untimed;
             }
-            total.timed = Some(timed);
-            total.untimed = per_cpu.iter().map(|s| s.untimed).sum();
-            let prev = self.funcs.insert(p.id, total.clone()).unwrap_or_default();
+            let (prev, last) = self.funcs.entry(p.id).or_default();
             let d = FuncWindow {
                 id: p.id,
                 calls: total.calls - prev.calls,
-                timed: Some(timed - prev.timed.unwrap_or(0)),
+                timed: Some(total.timed_calls() - prev.timed.unwrap_or(0)),
                 errors: total.errors - prev.errors,
                 total_ns: total.total_ns - prev.total_ns,
                 untimed: total.untimed - prev.untimed,
-                hist: minus(&total.hist, &prev.hist),
+                buckets: last.since(per_cpu.iter().map(|s| &s.hist)),
+                hist: Vec::new(),
             };
+            *prev = total;
             // A call is counted in the window it entered and timed in the one it returned
             // in: a window with returns only still has their times.
             if d.calls > 0 || d.timed != Some(0) || d.untimed > 0 {
@@ -306,7 +304,6 @@ impl Counting {
             let per_cpu = maps.syscalls.get(&nr, 0)?;
             let mut total = SysWindow {
                 nr,
-                hist: vec![0; HIST_BUCKETS],
                 ..Default::default()
             };
             for s in per_cpu.iter() {
@@ -314,14 +311,12 @@ impl Counting {
                 total.errors += s.errors;
                 total.total_ns += s.total_ns;
                 total.positive_sum += s.positive_sum;
-                for (t, h) in total.hist.iter_mut().zip(s.hist.iter()) {
-                    *t += h;
-                }
             }
             if total.calls == 0 {
                 continue;
             }
-            let prev = self.syscalls.insert(nr, total.clone()).unwrap_or_default();
+            let (prev, last) = self.syscalls.entry(nr).or_default();
+            let buckets = last.since(per_cpu.iter().map(|s| &s.hist));
             if total.calls > prev.calls {
                 out.push(SysWindow {
                     nr,
@@ -329,9 +324,11 @@ impl Counting {
                     errors: total.errors - prev.errors,
                     total_ns: total.total_ns - prev.total_ns,
                     positive_sum: total.positive_sum - prev.positive_sum,
-                    hist: minus(&total.hist, &prev.hist),
+                    buckets,
+                    hist: Vec::new(),
                 });
             }
+            *prev = total;
         }
         Ok(out)
     }
@@ -489,12 +486,34 @@ impl Counting {
     }
 }
 
-/// A cumulative histogram less an earlier read of it (empty before the first read).
-fn minus(total: &[u64], prev: &[u64]) -> Vec<u64> {
-    if prev.is_empty() {
-        return total.to_vec();
+/// A latency histogram's last read on each CPU. The kernel's counters are 32-bit: each
+/// CPU's are differenced modulo 2^32, which is exact as long as no bucket of one CPU
+/// counts 4 billion calls between two reads.
+#[derive(Default)]
+struct LastRead(Vec<[u32; HIST_BUCKETS]>);
+
+impl LastRead {
+    /// The counts added since the last read, as a window's buckets hit.
+    fn since<'a>(
+        &mut self,
+        per_cpu: impl Iterator<Item = &'a [u32; HIST_BUCKETS]>,
+    ) -> Vec<(u32, u64)> {
+        let mut sum = [0u64; HIST_BUCKETS];
+        for (cpu, now) in per_cpu.enumerate() {
+            if self.0.len() <= cpu {
+                self.0.resize(cpu + 1, [0; HIST_BUCKETS]);
+            }
+            let last = &mut self.0[cpu];
+            for ((s, n), l) in sum.iter_mut().zip(now).zip(last.iter()) {
+                *s += u64::from(n.wrapping_sub(*l));
+            }
+            *last = *now;
+        }
+        (sum.iter().enumerate())
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| (i as u32, n))
+            .collect()
     }
-    total.iter().zip(prev).map(|(a, b)| a - b).collect()
 }
 
 fn truncate(s: &str, n: usize) -> String {
