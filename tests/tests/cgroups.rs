@@ -165,10 +165,10 @@ fn a_go_server_in_a_cgroup_is_counted_exactly() {
     assert!(f.goroutine && !f.estimated, "{f:?}");
     assert_eq!((f.calls, f.timed_calls), (calls, calls));
     // The probes bracket the server's own clock reads: never less than its measure, more
-    // by at most the probes' cost (33-45 us a hit on this VM, see tests/stat.rs).
+    // by at most 2% (measured 1.0017 of it; see tests/servers.rs).
     let handle_ns = during.handle_ns - before.handle_ns;
     assert!(
-        f.inclusive_ns >= handle_ns && f.inclusive_ns - handle_ns <= calls * 50_000,
+        f.inclusive_ns >= handle_ns && f.inclusive_ns - handle_ns <= handle_ns / 50,
         "counted {} ns, the server's own {handle_ns} ns over {calls} calls",
         f.inclusive_ns
     );

@@ -216,9 +216,11 @@ fn a_stripped_go_server_is_traced_by_goroutine() {
     assert!(f.goroutine);
     assert_eq!((f.calls, f.unfinished), (calls, 0));
     // The probes bracket the server's own clock reads: never less than its measure, and
-    // more by at most the probes' cost (a trap and a single step each side).
+    // more by the time from the entry probe (an emulated branch) to the server's first
+    // clock read and from its last to the RET probe: within 2%, the bound
+    // (measured 1.3-1.7 us a call of about 1.3 ms, 1.0010-1.0013 of the server's total).
     assert!(
-        f.inclusive_ns >= handle_ns && f.inclusive_ns - handle_ns <= calls * 50_000,
+        f.inclusive_ns >= handle_ns && f.inclusive_ns - handle_ns <= handle_ns / 50,
         "traced {} ns, server's own {handle_ns} ns over {calls} calls ({} threads)",
         f.inclusive_ns,
         tids.len()

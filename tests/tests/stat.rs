@@ -658,8 +658,8 @@ fn go_functions_are_counted_exactly_and_timed_by_goroutine() {
     let cpus = files[0].header.cpus as u64;
 
     // Every call timed: the probes bracket the server's own clock reads, so the time is
-    // never less than its measure, and more by at most the probes' cost (a trap and a
-    // single step each side, 33-45 us a hit on this VM).
+    // never less than its measure, and more by at most 2% (measured 1.0016-1.0023 of it;
+    // see tests/servers.rs).
     assert_eq!(timed(&files[0], 1), calls_made);
     let summary = |name: &str| {
         let path = dir.path().join(format!("{name}.stat"));
@@ -670,7 +670,7 @@ fn go_functions_are_counted_exactly_and_timed_by_goroutine() {
     assert!(exact.goroutine && !exact.estimated);
     let handle_ns = during.handle_ns - before.handle_ns;
     assert!(
-        exact.inclusive_ns >= handle_ns && exact.inclusive_ns - handle_ns <= calls_made * 50_000,
+        exact.inclusive_ns >= handle_ns && exact.inclusive_ns - handle_ns <= handle_ns / 50,
         "counted {} ns, the server's own {handle_ns} ns over {calls_made} calls",
         exact.inclusive_ns
     );
