@@ -800,13 +800,17 @@ fn stat_by_class(tracer: &Path, dir: &Path) -> Result<()> {
     for c in classes {
         let (on, floor) = (Mode::StatClasses(c, false), Mode::StatClasses(c, true));
         let added = |m| (mean(m, |r| r.cpu_per_req) - cpu) / 1e3;
+        // A floor within the noise (none measured, or less than untraced) divides nothing.
+        let ratio = match added(floor) {
+            f if f >= 0.1 => format!("{:.2}", added(on) / f),
+            _ => "- (floor within the noise)".into(),
+        };
         println!(
-            "--events {c:<21} throughput ratio {:.3} (+{:.1} us CPU/request); empty programs {:.3} (+{:.1} us); cost / floor {:.2}",
+            "--events {c:<21} throughput ratio {:.3} ({:+.1} us CPU/request); empty programs {:.3} ({:+.1} us); cost / floor {ratio}",
             mean(on, |r| r.rate) / rate,
             added(on),
             mean(floor, |r| r.rate) / rate,
             added(floor),
-            added(on) / added(floor).max(1e-9),
         );
     }
     // The programs' own time, in runs of their own: the statistics cost time too.
