@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::*;
 
 /// The server's own counters, from its `STATS` line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Requests fully answered.
     pub requests: u64,
@@ -31,6 +31,9 @@ pub struct Stats {
     /// Total duration of the `handle_request` calls, by the server's own clock (the Go
     /// server only, whose function is `main.handle`).
     pub handle_ns: u64,
+    /// Per worker process (the pre-forking server only): its pid and its calls of
+    /// `handle_request` and `render_response`.
+    pub per_worker: Vec<(u32, u64, u64)>,
 }
 
 impl Stats {
@@ -44,6 +47,11 @@ impl Stats {
             let (key, value) = field
                 .split_once('=')
                 .ok_or_else(|| anyhow!("bad STATS field {field:?}"))?;
+            if key == "calls" {
+                stats.per_worker = parse_per_worker(value)
+                    .with_context(|| format!("bad STATS field {field:?}"))?;
+                continue;
+            }
             let value: u64 = value
                 .parse()
                 .with_context(|| format!("bad STATS field {field:?}"))?;
@@ -60,6 +68,19 @@ impl Stats {
         }
         Ok(stats)
     }
+}
+
+/// `pid:handle_request:render_response,...`, as the pre-forking server prints them.
+fn parse_per_worker(s: &str) -> Result<Vec<(u32, u64, u64)>> {
+    (s.split(',').filter(|w| !w.is_empty()))
+        .map(|w| {
+            let f: Vec<&str> = w.split(':').collect();
+            match f[..] {
+                [pid, h, r] => Ok((pid.parse()?, h.parse()?, r.parse()?)),
+                _ => Err(anyhow!("bad worker {w:?}")),
+            }
+        })
+        .collect()
 }
 
 /// Options of the fixture server (see `tests/fixtures/server.c`).

@@ -37,6 +37,7 @@ fn server_counts_match_the_load() {
         render_response: 200,
         workers: 0,
         handle_ns: 0,
+        per_worker: Vec::new(),
     };
     assert_eq!(server.stats().unwrap(), expected);
     assert_eq!(server.stop().unwrap(), expected);
