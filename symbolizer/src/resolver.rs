@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::binary::{Binary, Detail};
-use crate::target::Scope;
+use crate::target::{Located, Scope};
 use crate::{
     glob, return_hazards, short_lib_name, split_spec, Error, Exit, FunctionMatch, Options, Target,
 };
@@ -69,8 +69,7 @@ impl Resolver {
         spec: &str,
         opts: &Options,
     ) -> Result<Vec<FunctionMatch>, Error> {
-        let spec_t = spec.trim();
-        let (lib, func) = split_spec(spec_t);
+        let (lib, func) = split_spec(spec.trim());
         let bad = |reason: &str| Error::BadSpec {
             spec: spec.to_string(),
             reason: reason.to_string(),
@@ -94,78 +93,16 @@ impl Resolver {
         let is_glob = glob::is_glob(func) && exact.is_empty();
         let hits = if is_glob { bin.find(func, true) } else { exact };
         if hits.is_empty() {
-            // Names close to a name; a glob has none.
-            let suggestions = || match is_glob {
-                true => Vec::new(),
-                false => bin.suggest(func),
-            };
-            // (`*` alone would be found in any library: no hint.)
-            if lib.is_none() && func != "*" {
-                for l in scope.libs() {
-                    let Ok(lb) = self.binary(&l.open, &l.display, &scope.root) else {
-                        continue;
-                    };
-                    if !lb.find(func, is_glob).is_empty() {
-                        return Err(Error::FoundInLibrary {
-                            func: func.to_string(),
-                            binary: located.display.clone(),
-                            lib: l.display.clone(),
-                            short: short_lib_name(&l.display),
-                        });
-                    }
-                }
-            }
-            if !bin.symbols().complete {
-                if let Some(e) = bin.go_table_error(&located.display) {
-                    return Err(e);
-                }
-                return Err(Error::Stripped {
-                    func: func.to_string(),
-                    binary: located.display.clone(),
-                    build_id: bin.elf.build_id.clone(),
-                    suggestions: suggestions(),
-                });
-            }
-            return Err(Error::NoSuchFunction {
-                func: func.to_string(),
-                binary: located.display.clone(),
-                suggestions: suggestions(),
-            });
+            return Err(self.not_found(&scope, &located, &bin, lib, func, is_glob));
         }
         if !is_glob && hits.len() > 1 && !opts.allow_multiple {
-            let syms = bin.symbols();
-            let names = syms.names();
-            return Err(Error::Ambiguous {
-                func: func.to_string(),
-                matches: hits
-                    .iter()
-                    .map(|&i| {
-                        format!(
-                            "{} ({} @ {:#x})",
-                            names[i].display, syms.syms[i].raw, syms.syms[i].addr
-                        )
-                    })
-                    .collect(),
-            });
+            return Err(ambiguous(&bin, func, &hits));
         }
         let mut found: Vec<FunctionMatch> = (hits.into_iter())
             .map(|i| bin.function_match(i, &located, Detail::Probe))
             .collect::<Result<_, _>>()?;
         if !opts.unsafe_returns && found.iter().any(|m| m.exit == Exit::Uretprobe) {
-            // The file probed is judged too: a library named by its path may not be mapped
-            // yet, so not among the program's files.
-            let main = located.display == scope.main.display;
-            let switches = scope.switches_stacks().is_some()
-                || return_hazards::switch_of(&bin.elf, main).is_some();
-            if switches
-                || scope.throws().is_some()
-                || return_hazards::thrower_of(&bin.elf, main).is_some()
-            {
-                for m in found.iter_mut().filter(|m| m.exit == Exit::Uretprobe) {
-                    bin.probe_returns_at_instructions(m);
-                    m.stacks_switch = switches;
-                }
-            }
+            guard_returns(&scope, &located, &bin, &mut found);
         }
         if unmapped {
             let note = format!(
@@ -178,6 +115,57 @@ impl Resolver {
             }
         }
         Ok(found)
+    }
+
+    /// Why `func` matched nothing in `bin`: found in another of the process's libraries
+    /// (when no library was named), the binary stripped (or its Go table unreadable), or
+    /// no such function, with names close to it.
+    fn not_found(
+        &self,
+        scope: &Scope,
+        located: &Located,
+        bin: &Binary,
+        lib: Option<&str>,
+        func: &str,
+        is_glob: bool,
+    ) -> Error {
+        // Names close to a name; a glob has none.
+        let suggestions = || match is_glob {
+            true => Vec::new(),
+            false => bin.suggest(func),
+        };
+        // (`*` alone would be found in any library: no hint.)
+        if lib.is_none() && func != "*" {
+            for l in scope.libs() {
+                let Ok(lb) = self.binary(&l.open, &l.display, &scope.root) else {
+                    continue;
+                };
+                if !lb.find(func, is_glob).is_empty() {
+                    return Error::FoundInLibrary {
+                        func: func.to_string(),
+                        binary: located.display.clone(),
+                        lib: l.display.clone(),
+                        short: short_lib_name(&l.display),
+                    };
+                }
+            }
+        }
+        if !bin.symbols().complete {
+            if let Some(e) = bin.go_table_error(&located.display) {
+                return e;
+            }
+            return Error::Stripped {
+                func: func.to_string(),
+                binary: located.display.clone(),
+                build_id: bin.elf.build_id.clone(),
+                suggestions: suggestions(),
+            };
+        }
+        Error::NoSuchFunction {
+            func: func.to_string(),
+            binary: located.display.clone(),
+            suggestions: suggestions(),
+        }
     }
 
     /// Lists probe-able functions like `bpftrace -l`: `pattern` is a glob over the
@@ -217,6 +205,41 @@ impl Resolver {
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
         Ok(out)
+    }
+}
+
+/// A name that is several functions, each shown with its symbol and address.
+fn ambiguous(bin: &Binary, func: &str, hits: &[usize]) -> Error {
+    let syms = bin.symbols();
+    let names = syms.names();
+    Error::Ambiguous {
+        func: func.to_string(),
+        matches: hits
+            .iter()
+            .map(|&i| {
+                format!(
+                    "{} ({} @ {:#x})",
+                    names[i].display, syms.syms[i].raw, syms.syms[i].addr
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Returns probed at their instructions instead of by uretprobes, where a uretprobe is
+/// unsafe: the program switches stacks or throws.
+fn guard_returns(scope: &Scope, located: &Located, bin: &Binary, found: &mut [FunctionMatch]) {
+    // The file probed is judged too: a library named by its path may not be mapped
+    // yet, so not among the program's files.
+    let main = located.display == scope.main.display;
+    let switches =
+        scope.switches_stacks().is_some() || return_hazards::switch_of(&bin.elf, main).is_some();
+    if switches || scope.throws().is_some() || return_hazards::thrower_of(&bin.elf, main).is_some()
+    {
+        for m in found.iter_mut().filter(|m| m.exit == Exit::Uretprobe) {
+            bin.probe_returns_at_instructions(m);
+            m.stacks_switch = switches;
+        }
     }
 }
 
