@@ -9,6 +9,7 @@
 
 use std::path::PathBuf;
 
+use rustc_hash::FxHashMap;
 use trace_merge::call_time::{CallStack, EndedCall, GoroutineStacks, Split, StateClock, SPLIT};
 use trace_merge::sysclass;
 use trace_merge::timeline::{
@@ -114,10 +115,15 @@ pub(crate) struct Pass<'a> {
     threads: Vec<Th>,
     /// Per source: run key.
     runs: Vec<i32>,
-    /// Per source: probe id -> keys.
+    /// Per source: probe id -> keys, for ids up to the number of the file's probes (sized
+    /// by its probe table, not by the ids its records carry).
     funcs: Vec<Vec<Option<FuncKeys>>>,
-    /// System call number -> name key.
+    /// (source, probe id) -> keys, for the ids past that: ones no probe table defines.
+    wild_funcs: FxHashMap<(u32, u32), FuncKeys>,
+    /// System call number -> name key, for numbers below `MAX_SYSCALLS`.
     sys_names: Vec<Option<i32>>,
+    /// System call number -> name key, for the others (a damaged record's).
+    wild_sys_names: FxHashMap<u32, i32>,
     goroutines: GoroutineStacks<Frame>,
     max_conn: u32,
 }
@@ -161,8 +167,12 @@ pub(crate) fn convert_host(
         m2r,
         threads: Vec::new(),
         runs,
-        funcs: vec![Vec::new(); sources.len()],
-        sys_names: Vec::new(),
+        funcs: (sources.iter())
+            .map(|s| vec![None; s.probes.len() + 1])
+            .collect(),
+        wild_funcs: FxHashMap::default(),
+        sys_names: vec![None; tracer_abi::MAX_SYSCALLS as usize],
+        wild_sys_names: FxHashMap::default(),
         goroutines: Default::default(),
         max_conn: 0,
         out,
@@ -254,10 +264,18 @@ impl Pass<'_> {
         th.name.0
     }
 
+    /// The keys of probe `func` of file `source`, once made.
+    #[inline]
+    fn known_func(&self, source: u32, func: u32) -> Option<FuncKeys> {
+        match self.funcs[source as usize].get(func as usize) {
+            Some(k) => *k,
+            None => self.wild_funcs.get(&(source, func)).copied(),
+        }
+    }
+
     fn func_keys(&mut self, source: u32, func: u32, tl: &Timeline) -> FuncKeys {
-        let table = &mut self.funcs[source as usize];
-        if let Some(Some(k)) = table.get(func as usize) {
-            return *k;
+        if let Some(k) = self.known_func(source, func) {
+            return k;
         }
         let s = &mut self.out.strings;
         let k = match tl.merger().sources()[source as usize].probe(func) {
@@ -272,10 +290,12 @@ impl Pass<'_> {
                 kind: s.key("function"),
             },
         };
-        if table.len() <= func as usize {
-            table.resize(func as usize + 1, None);
+        match self.funcs[source as usize].get_mut(func as usize) {
+            Some(slot) => *slot = Some(k),
+            None => {
+                self.wild_funcs.insert((source, func), k);
+            }
         }
-        table[func as usize] = Some(k);
         k
     }
 
@@ -365,7 +385,7 @@ impl Pass<'_> {
     fn call_row(&mut self, c: &CallRow, split: &Split) -> Result<()> {
         let th = &self.threads[c.thread as usize];
         let (pid, tid, run, name, source) = (th.pid, th.tid, th.run, th.name.0, th.source);
-        let f = self.funcs[source as usize][c.func as usize].expect("keys made at the call's end");
+        let f = (self.known_func(source, c.func)).expect("keys made at the call's end");
         let d = |k: usize| split[k] as i64;
         let wall = self.wall(c.begin);
         let (end, mono) = (self.wall(c.end), self.mono(c.begin));
@@ -464,15 +484,20 @@ impl Pass<'_> {
         }
         let (pid, tid, run) = (th.pid, th.tid, th.run);
         let call = th.stack.calls().last().map(|f| f.key.id);
-        let nr = s.nr as usize;
-        if self.sys_names.len() <= nr {
-            self.sys_names.resize(nr + 1, None);
-        }
-        let sys_name = match self.sys_names[nr] {
+        let known = match self.sys_names.get(s.nr as usize) {
+            Some(k) => *k,
+            None => self.wild_sys_names.get(&s.nr).copied(),
+        };
+        let sys_name = match known {
             Some(k) => k,
             None => {
                 let k = self.out.strings.key(&sysclass::name(s.nr));
-                self.sys_names[nr] = Some(k);
+                match self.sys_names.get_mut(s.nr as usize) {
+                    Some(slot) => *slot = Some(k),
+                    None => {
+                        self.wild_sys_names.insert(s.nr, k);
+                    }
+                }
                 k
             }
         };

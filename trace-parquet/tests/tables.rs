@@ -460,6 +460,74 @@ fn hosts_line_up_on_the_wall_clock_and_partition_by_host_and_date() {
     assert_eq!((mono[0] - mono[1]).abs(), hour as i64);
 }
 
+/// Probe ids no probe table defines and system call numbers past every table, as a
+/// damaged or hostile file may carry (u32::MAX among them): rows named `function_N` and
+/// `syscall_N`, as the summary names them, and no allocation in proportion to the id
+/// (a table indexed by it would ask for tens of GiB here).
+#[test]
+fn huge_probe_ids_and_syscall_numbers_are_named_unknown_without_a_table_that_size() {
+    let mut b = TraceBuilder::new("h", 1);
+    b.process(7, "/srv/x")
+        .thread(7, 7, "main", 'R')
+        .probe(1, "known");
+    let mut t = 10;
+    for id in [1, u32::MAX, u32::MAX - 1, 1 << 20] {
+        b.at(t, 0, 7, Event::FuncEntry { func: id }).at(
+            t + 5,
+            0,
+            7,
+            Event::FuncExit { func: id, ret: 0 },
+        );
+        t += 10;
+    }
+    for nr in [
+        0,
+        469,
+        470,
+        tracer_abi::MAX_SYSCALLS,
+        u32::MAX,
+        u32::MAX - 1,
+    ] {
+        b.at(t, 0, 7, enter(nr, 3, 4)).at(t + 5, 0, 7, exit(nr, 0));
+        t += 10;
+    }
+    b.stop(t);
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = write(dir.path(), &[&b]);
+    let out = dir.path().join("out");
+    to_parquet(&inputs, &out, Partition::default());
+    let s = summarize(&inputs).unwrap();
+    let calls = read_table(&out, "calls");
+    assert_eq!(functions_of_rows(&calls), functions_of_summary(&s));
+    // The nr column is an INT32: numbers past i32::MAX read back negative.
+    let rows: BTreeMap<i64, [i64; 8]> = (syscalls_of_rows(&out).into_iter())
+        .map(|(nr, x)| (nr as u32 as i64, x))
+        .collect();
+    assert_eq!(rows, syscalls_of_summary(&s));
+    let mut funcs: Vec<&str> = calls.rows.iter().map(|r| r["function"].s()).collect();
+    funcs.sort();
+    let want = [
+        "function_1048576".to_string(),
+        format!("function_{}", u32::MAX - 1),
+        format!("function_{}", u32::MAX),
+        "known".to_string(),
+    ];
+    assert_eq!(funcs, want);
+    let sys = read_table(&out, "syscalls");
+    let names: BTreeMap<i64, &str> = (sys.rows.iter())
+        .map(|r| (r["nr"].i(), r["name"].s()))
+        .collect();
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert_eq!(names[&0], "read");
+    for (&nr, name) in &names {
+        // The nr column is an INT32: u32::MAX reads back as -1.
+        let nr = nr as u32;
+        let want = tracer_abi::syscalls::name(nr).map_or(format!("syscall_{nr}"), String::from);
+        assert_eq!(*name, want, "{names:?}");
+    }
+    assert_eq!(names[&-1], format!("syscall_{}", u32::MAX));
+}
+
 #[test]
 fn an_existing_output_is_refused_without_force_and_replaced_with_it() {
     let dir = tempfile::tempdir().unwrap();
