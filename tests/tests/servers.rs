@@ -180,6 +180,60 @@ fn a_busy_function_probed_under_load_has_no_call_without_its_return() {
     );
 }
 
+/// `--no-inherit` keeps to the process given: traced by its master's pid, a pre-forking
+/// server's workers, those at attach and those forked later, are not traced at all.
+#[test]
+fn no_inherit_keeps_to_the_process_given() {
+    let _serial = serial();
+    let server = Server::start(&ServerOptions {
+        processes: Some(2),
+        max_requests: Some(10),
+        ..Default::default()
+    })
+    .unwrap();
+    let master = server.pid();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.trace");
+    let rec = start_tracer(
+        "record",
+        master,
+        &out,
+        &["--no-inherit", "-u", "handle_request"],
+    );
+    let report = load(server.port(), 6, 10, 512, 2, Duration::from_secs(20));
+    let stats = server.stats().unwrap();
+    stop_tracer(rec);
+    server.stop().unwrap();
+    assert_eq!((report.requests, report.errors), (60, 0));
+    assert_eq!(stats.handle_request, 60);
+    // Workers were replaced while recording: some forked under the tracer's eyes.
+    assert!(stats.workers >= 6, "{stats:?}");
+
+    let t = read_trace(&out);
+    // The workers' own activity is absent: no system call, no probed call. (Switches and
+    // wakeups name them where they meet the master: it is switched away to them, they
+    // wake it with SIGCHLD.)
+    let theirs: BTreeSet<u32> = (t.records.iter())
+        .filter(|r| {
+            r.tid != master && matches!(r.event, Event::SysEnter { .. } | Event::SysExit { .. })
+        })
+        .map(|r| r.tid)
+        .collect();
+    assert!(theirs.is_empty(), "system calls of {theirs:?}");
+    assert!(
+        count(&t, |r| r.tid == master
+            && matches!(r.event, Event::SysEnter { .. }))
+            > 0,
+        "the master's own system calls are recorded"
+    );
+    assert_eq!(count(&t, |r| matches!(r.event, Event::FuncEntry { .. })), 0);
+    assert!(
+        t.processes.iter().all(|p| p.tgid == master),
+        "{:?}",
+        t.processes
+    );
+}
+
 /// A Go server, stripped as shipped, one goroutine per connection, with a sleep in the
 /// probed function so goroutines park and move between threads: probed by name from Go's
 /// own tables, every call is paired by goroutine (entries = returns = the server's count)

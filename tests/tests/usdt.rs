@@ -63,6 +63,22 @@ fn usdt_arguments_are_the_programs_values() {
     // The global, read through its symbol, counts up by n each round.
     let global: Vec<i64> = hits("global").iter().map(|a| a[0]).collect();
     assert_eq!(global, (0..40).map(|i| i * 5).collect::<Vec<_>>());
+
+    // `tracer dump` names each probe `provider:name` and shows a hit's arguments.
+    let dump = tracer_ok(&["dump".as_ref(), out.as_os_str()]);
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    let three = ids["fix:three"];
+    assert!(
+        dump.lines()
+            .any(|l| l.starts_with(&format!("# probe id={three} name=fix:three "))),
+        "{dump}"
+    );
+    let want = format!("usdt probe={three} arg0=5 arg1=-5 arg2={big}");
+    assert_eq!(
+        dump.lines().filter(|l| l.ends_with(&want)).count(),
+        40,
+        "{want}"
+    );
 }
 
 /// `tracer probes 'usdt:...'` lists the probes with their argument specs and semaphores,
