@@ -169,3 +169,44 @@ fn probes_beyond_the_open_files_limit_are_refused_before_attaching() {
     );
     assert!(!out.exists(), "the failed recording left {}", out.display());
 }
+
+/// Durations too long for a deadline (std panics on an `Instant` that overflows:
+/// `tracer stat -i 18446744073709551615s` did, after attaching) and counts past their
+/// type: a usage error of one line before anything is attached or launched, no panic, no
+/// output file.
+#[test]
+fn overflowing_durations_and_counts_are_one_line_of_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.out");
+    let cases = [
+        "stat -i 18446744073709551615s",
+        "stat -i 500000y",
+        "stat -d 18446744073709551615",
+        "record --rotate 500000y",
+        "record --trigger f>1ms --after 500000y",
+        "record --trigger f>500000y",
+        "stat --time-every 0",
+        "stat --sample 4294967296",
+        "stat --stacks --frequency 0",
+    ];
+    for case in cases {
+        let args: Vec<&str> = case.split(' ').collect();
+        let r = Command::new(tracer_bin())
+            .args(&args)
+            .args(["-q".as_ref(), "-o".as_ref(), out.as_os_str()])
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        // An exit by signal (a crash) has no code; a panic exits with 101.
+        let code = r.status.code();
+        assert!(matches!(code, Some(1 | 2)), "{args:?}: {code:?} {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("tracer: error: "), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("backtrace"),
+            "{err}"
+        );
+        assert!(!out.exists(), "{args:?}: an output was written");
+    }
+}

@@ -22,6 +22,36 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line. Help and version are printed, and the process exits, as clap
+    /// does; a usage error is returned as one line (clap's own spreads over several, with
+    /// a blank one and a tip).
+    pub fn from_args() -> Result<Cli, String> {
+        Cli::try_parse().map_err(|e| {
+            if !e.use_stderr() {
+                e.exit()
+            }
+            usage_line(&e.to_string())
+        })
+    }
+}
+
+/// Clap's rendering of a usage error as one line: without its `error: ` and its
+/// `For more information` tip, the other lines joined.
+fn usage_line(rendered: &str) -> String {
+    let mut line = String::new();
+    let lines = (rendered.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"));
+    for l in lines {
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(':') { " " } else { "; " });
+        }
+        line.push_str(l);
+    }
+    line.strip_prefix("error: ").unwrap_or(&line).to_string()
+}
+
 /// Output formats of `convert`.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -394,6 +424,11 @@ fn parse_syscalls(s: &str) -> Result<SyscallList, String> {
         .map(SyscallList)
 }
 
+/// The longest duration taken: past it, a deadline could overflow the clock (std panics
+/// on an `Instant` that overflows) and ns figures their u64. 100 years of 365.25 days,
+/// humantime's `100y`.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
+
 /// A point in a trace, from its start: like [`parse_duration`], and 0 is allowed.
 pub fn parse_offset(s: &str) -> Result<Duration, String> {
     match parse_with_unit(s)? {
@@ -422,9 +457,12 @@ fn parse_with_unit(s: &str) -> Result<Option<Duration>, String> {
     } else {
         s.to_string()
     };
-    humantime::parse_duration(&with_unit)
-        .map(Some)
-        .map_err(|e| format!("invalid duration `{s}`: {e} (try 10s, 500ms, 2m)"))
+    let d = humantime::parse_duration(&with_unit)
+        .map_err(|e| format!("invalid duration `{s}`: {e} (try 10s, 500ms, 2m)"))?;
+    if d > MAX_DURATION {
+        return Err(format!("duration `{s}` is too long (at most 100 years)"));
+    }
+    Ok(Some(d))
 }
 
 /// `--partition host,date`.
@@ -473,5 +511,129 @@ mod tests {
         assert_eq!(parse_offset("0").unwrap(), Duration::ZERO);
         assert_eq!(parse_offset("0s").unwrap(), Duration::ZERO);
         assert_eq!(parse_offset("1.5s").unwrap(), Duration::from_millis(1500));
+    }
+
+    /// A duration that fits a `Duration` but not a deadline (`Instant::now() + d` panics
+    /// past the clock's range): refused at parse time, whichever option it is.
+    #[test]
+    fn durations_past_100_years_are_refused() {
+        for s in [
+            "18446744073709551615s",
+            "18446744073709551615",
+            "500000y",
+            "101y",
+        ] {
+            let e = parse_duration(s).unwrap_err();
+            assert!(
+                e.contains("at most 100 years") && !e.contains('\n'),
+                "{s}: {e}"
+            );
+            assert!(parse_offset(s).is_err(), "{s}");
+        }
+        assert_eq!(parse_duration("100y").unwrap(), MAX_DURATION);
+        assert!(std::time::Instant::now()
+            .checked_add(MAX_DURATION)
+            .is_some());
+        // Its ns fit a u64 (summary windows, convert's --start and --end).
+        assert!(MAX_DURATION.as_nanos() < u64::MAX as u128);
+        let e = crate::trigger::Trigger::parse("f>500000y", Duration::from_secs(1)).unwrap_err();
+        assert!(e.to_string().contains("at most 100 years"), "{e}");
+    }
+
+    /// Every duration option and the counts beside them: an overflowing or zero value is
+    /// a usage error of one line, never a panic later.
+    #[test]
+    fn every_duration_and_count_option_is_bounded() {
+        let refused = |args: &[&str]| {
+            let argv = ["tracer"].iter().chain(args);
+            match Cli::try_parse_from(argv) {
+                Ok(_) => panic!("{args:?} was taken"),
+                Err(e) => usage_line(&e.to_string()),
+            }
+        };
+        let cases: &[&[&str]] = &[
+            &["stat", "-p", "1", "-i", "18446744073709551615s"],
+            &["stat", "-p", "1", "-i", "500000y"],
+            &["stat", "-p", "1", "-d", "18446744073709551615s"],
+            &["record", "-p", "1", "-d", "500000y"],
+            &["record", "-p", "1", "--rotate", "500000y"],
+            &[
+                "record",
+                "-p",
+                "1",
+                "--trigger",
+                "f>1ms",
+                "--after",
+                "500000y",
+            ],
+            &["summary", "x.trace", "--window", "500000y"],
+            &["convert", "x.trace", "--start", "500000y"],
+            &["convert", "x.trace", "--end", "18446744073709551615"],
+        ];
+        for args in cases {
+            let line = refused(args);
+            assert!(line.contains("at most 100 years"), "{args:?}: {line}");
+            assert!(!line.contains('\n') && !line.starts_with("error"), "{line}");
+        }
+        for args in [
+            &["stat", "-p", "1", "-i", "0"][..],
+            &["stat", "-p", "1", "--time-every", "0"],
+            &["stat", "-p", "1", "--time-every", "4294967296"],
+            &["stat", "-p", "1", "--time-budget", "0"],
+            &["stat", "-p", "1", "--sample", "4294967296"],
+            &["stat", "-p", "1", "--stacks", "--frequency", "0"],
+            &[
+                "record",
+                "-p",
+                "1",
+                "--stacks",
+                "--frequency",
+                "18446744073709551616",
+            ],
+            &[
+                "record",
+                "-p",
+                "1",
+                "--rotate",
+                "1s",
+                "--keep",
+                "18446744073709551616",
+            ],
+        ] {
+            let line = refused(args);
+            assert!(!line.is_empty() && !line.contains('\n'), "{args:?}: {line}");
+        }
+        // What parses is bounded, or checked by Target::options (--keep 0).
+        let ok = [
+            "tracer",
+            "stat",
+            "-p",
+            "1",
+            "-i",
+            "100y",
+            "--sample",
+            "4294967295",
+        ];
+        assert!(Cli::try_parse_from(ok).is_ok());
+    }
+
+    #[test]
+    fn usage_errors_are_one_line() {
+        let rendered = "error: the following required arguments were not provided:\n  \
+                        <FILES>...\n\nUsage: tracer summary <FILES>...\n\nFor more \
+                        information, try '--help'.\n";
+        assert_eq!(
+            usage_line(rendered),
+            "the following required arguments were not provided: <FILES>...; \
+             Usage: tracer summary <FILES>..."
+        );
+        let e = Cli::try_parse_from(["tracer", "stat", "-i", "10zz"])
+            .err()
+            .unwrap();
+        let line = usage_line(&e.to_string());
+        assert!(
+            line.starts_with("invalid value '10zz' for '--interval <INTERVAL>'"),
+            "{line}"
+        );
     }
 }

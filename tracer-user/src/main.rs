@@ -29,7 +29,6 @@ mod uprobe;
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{bail, Result};
-use clap::Parser;
 
 use cli::{Cli, Command, Format, View};
 
@@ -38,7 +37,13 @@ fn main() -> ExitCode {
     // SAFETY: restoring the default disposition of SIGPIPE.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     procfs::raise_open_files_limit();
-    let cli = Cli::parse();
+    let cli = match Cli::from_args() {
+        Ok(cli) => cli,
+        Err(line) => {
+            eprintln!("tracer: error: {line}");
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<GateFailed>() => ExitCode::from(GATE_FAILED),
@@ -363,6 +368,9 @@ impl std::error::Error for GateFailed {}
 
 /// The exit status of a failed gate (1 is an error, 2 a usage error).
 const GATE_FAILED: u8 = 3;
+
+/// The exit status of a command line clap refuses, as clap's own.
+const USAGE_ERROR: u8 = 2;
 
 /// Summarizes trace files, with windows when asked.
 fn summarize(
