@@ -164,3 +164,46 @@ fn the_gate_reads_stat_files() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The --junit file is written whole or not at all, and never over an existing file
+/// unless --force: an existing one is refused in one line before the traces are read,
+/// left as it was; with --force it is replaced. Nothing is left beside it. Synthetic
+/// traces: needs neither root nor a recording.
+#[test]
+fn an_existing_junit_file_is_refused_without_force_and_replaced_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.trace"), dir.path().join("b.trace"));
+    let t = trace_testkit::builder::server_scenario();
+    t.write(&a);
+    t.write(&b);
+    let junit = dir.path().join("gate.xml");
+    std::fs::write(&junit, "not a report").unwrap();
+    let conditions = ["process_request(Request&).calls < -5%"];
+    let j = junit.to_str().unwrap();
+    let out = gate_with(&conditions, &a, &b, &["--junit", j]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("tracer: error: ") && err.contains("gate.xml already exists"),
+        "{err}"
+    );
+    assert!(err.contains("--force"), "{err}");
+    assert!(out.stdout.is_empty(), "refused before the diff");
+    assert_eq!(std::fs::read_to_string(&junit).unwrap(), "not a report");
+
+    let out = gate_with(&conditions, &a, &b, &["--junit", j, "--force"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let cases = junit_cases(&std::fs::read_to_string(&junit).unwrap());
+    assert_eq!(cases, [(conditions[0].to_string(), None)]);
+    let mut left: Vec<_> = (std::fs::read_dir(dir.path()).unwrap())
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a.trace", "b.trace", "gate.xml"]);
+
+    // --force without --junit is a usage error.
+    let out = gate_with(&conditions, &a, &b, &["--force"]);
+    assert_eq!(out.status.code(), Some(2));
+}

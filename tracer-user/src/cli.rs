@@ -221,9 +221,13 @@ pub enum Command {
         /// value. E.g. 'handle_request.p99 > +10%', 'read.errors > 0' (repeatable).
         #[arg(long, value_name = "CONDITION")]
         fail_if: Vec<String>,
-        /// Also write the conditions' verdicts as JUnit XML to this file.
+        /// Also write the conditions' verdicts as JUnit XML to this file (whole or not
+        /// at all: under a temporary name, then renamed).
         #[arg(long, value_name = "FILE", requires = "fail_if")]
         junit: Option<PathBuf>,
+        /// Overwrite the --junit file if it exists.
+        #[arg(short, long, requires = "junit")]
+        force: bool,
     },
     /// List functions and USDT probes that can be probed, like `bpftrace -l`.
     Probes {

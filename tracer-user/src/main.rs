@@ -26,7 +26,12 @@ mod tree;
 mod trigger;
 mod uprobe;
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use anyhow::{bail, Result};
 
@@ -184,7 +189,11 @@ fn run(cli: Cli) -> Result<()> {
             view,
             fail_if,
             junit,
-        } => diff(&a, &b, &view, &fail_if, junit.as_deref()).map_err(salvage_hint),
+            force,
+        } => {
+            let junit = junit.as_deref().map(|j| (j, force));
+            diff(&a, &b, &view, &fail_if, junit).map_err(salvage_hint)
+        }
         Command::Probes { pid, path, pattern } => probes::list(pid, path, pattern.as_deref()),
     }
 }
@@ -306,13 +315,14 @@ fn output_stem(output: PathBuf, to: Option<Format>) -> Result<(PathBuf, Format)>
     }
 }
 
-/// `tracer diff`, and its gate with `--fail-if`.
+/// `tracer diff`, and its gate with `--fail-if`; `junit`: the file to write its verdicts
+/// to, and whether an existing one is replaced.
 fn diff(
     a: &PathBuf,
     b: &PathBuf,
     view: &View,
     fail_if: &[String],
-    junit: Option<&std::path::Path>,
+    junit: Option<(&Path, bool)>,
 ) -> Result<()> {
     use trace_summary::{gate, Format};
     let opts = view.options()?;
@@ -322,6 +332,9 @@ fn diff(
         .collect::<Result<Vec<gate::Condition>, _>>()?;
     if opts.format == Format::Junit && conditions.is_empty() {
         bail!("--format junit reports the verdicts of --fail-if conditions: give at least one");
+    }
+    if let Some((path, force)) = junit {
+        atomic_output::refuse_existing::<OutputFailed>(path, force)?;
     }
     let sa = summarize(std::slice::from_ref(a), &opts, view.salvage)?;
     let sb = summarize(std::slice::from_ref(b), &opts, view.salvage)?;
@@ -337,11 +350,13 @@ fn diff(
     if opts.format == Format::Junit {
         gate::write_junit(&suite, &verdicts, &mut out)?;
     }
-    if let Some(path) = junit {
+    if let Some((path, force)) = junit {
         let mut xml = Vec::new();
         gate::write_junit(&suite, &verdicts, &mut xml)?;
-        std::fs::write(path, xml)
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        atomic_output::write_file(path, force, |mut f, _| {
+            f.write_all(&xml)
+                .map_err(|e| OutputFailed::Io(path.to_owned(), e))
+        })?;
     }
     let failed: Vec<&gate::Verdict> = verdicts.iter().filter(|v| v.fails()).collect();
     if failed.is_empty() {
@@ -365,6 +380,40 @@ impl std::fmt::Display for GateFailed {
 }
 
 impl std::error::Error for GateFailed {}
+
+/// Writing an output of the CLI's own (`diff --junit`) failed, in `atomic_output`'s terms.
+#[derive(Debug)]
+enum OutputFailed {
+    Exists(PathBuf),
+    Io(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for OutputFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OutputFailed::Exists(p) => {
+                write!(
+                    f,
+                    "{} already exists (use --force to overwrite)",
+                    p.display()
+                )
+            }
+            OutputFailed::Io(p, e) => write!(f, "writing {}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for OutputFailed {}
+
+impl atomic_output::OutputError for OutputFailed {
+    fn exists(path: PathBuf) -> Self {
+        OutputFailed::Exists(path)
+    }
+
+    fn io(path: PathBuf, source: std::io::Error) -> Self {
+        OutputFailed::Io(path, source)
+    }
+}
 
 /// The exit status of a failed gate (1 is an error, 2 a usage error).
 const GATE_FAILED: u8 = 3;
