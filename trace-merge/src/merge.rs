@@ -24,16 +24,16 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fs::File;
-use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use trace_file::{
-    Chunk, ChunkKind, Event, EventChunkDecoder, LostCounts, Probe, ProcessInfo, ReadOptions,
-    Reader, ThreadInfo, TraceHeader, Trailer,
-};
+use trace_file::{Chunk, ChunkKind, Event, EventChunkDecoder};
 
 use crate::error::{Error, Result};
+
+mod input;
+
+use input::{absorb_meta, open_one, take_skips, trace_err, Input};
+pub use input::{Damage, Source};
 
 /// Tuning of the merge.
 #[derive(Clone, Debug)]
@@ -57,113 +57,6 @@ impl Default for MergeOptions {
             jitter_ns: 1_000_000,
             salvage: false,
         }
-    }
-}
-
-/// A damaged region of an input stepped over by a salvaging read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Damage {
-    /// File offset where it starts.
-    pub offset: u64,
-    /// Its length in bytes.
-    pub bytes: u64,
-    /// Chunks it held, as far as the reader can tell (at least 1).
-    pub chunks: u64,
-    /// The chunk's kind, when the region is one chunk whose header checked.
-    pub kind: Option<ChunkKind>,
-    /// For an Events chunk: its CPU (global index) and the records' time range as far as
-    /// the file tells, in merge time: from its first record (as the damaged payload's prefix
-    /// says) to the first record of the next chunk of that CPU.
-    pub cpu: Option<u32>,
-    /// Start of the missing records, merge time.
-    pub from_ns: Option<u64>,
-    /// End of the missing records, merge time (the next chunk of the CPU begins there).
-    pub until_ns: Option<u64>,
-}
-
-impl std::fmt::Display for Damage {
-    /// `4096 bytes at byte 81920 (Events of CPU 1, records from 1.234567890 s to 1.3 s)`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} bytes at byte {}", self.bytes, self.offset)?;
-        let s = |ns: u64| format!("{}.{:09} s", ns / 1_000_000_000, ns % 1_000_000_000);
-        match (self.kind, self.cpu) {
-            (Some(ChunkKind::Events), Some(cpu)) => {
-                write!(f, " (Events of CPU {cpu}")?;
-                match (self.from_ns, self.until_ns) {
-                    (Some(a), Some(b)) => write!(f, ", records from {} to {}", s(a), s(b))?,
-                    (Some(a), None) => write!(f, ", records from {} on", s(a))?,
-                    _ => {}
-                }
-                write!(f, ")")
-            }
-            (Some(kind), _) => write!(f, " (a {kind:?} chunk)"),
-            (None, _) => write!(f, " ({} chunks or more)", self.chunks),
-        }
-    }
-}
-
-/// One input trace file: its metadata, as read so far, and where it sits in the merge.
-#[derive(Clone, Debug)]
-pub struct Source {
-    /// The file.
-    pub path: PathBuf,
-    /// Its header chunk.
-    pub header: TraceHeader,
-    /// Traced processes (Process chunks).
-    pub processes: Vec<ProcessInfo>,
-    /// Threads the recorder saw when it started (Threads chunks).
-    pub threads: Vec<ThreadInfo>,
-    /// The probe table: what `FuncEntry`/`FuncExit` ids stand for.
-    pub probes: Vec<Probe>,
-    /// Records the kernel could not store, per CPU (the last cumulative counts read).
-    pub lost_per_cpu: Vec<u64>,
-    /// Threads the kernel filter had no room for (last count read).
-    pub threads_not_traced: u64,
-    /// Program runs the kernel skipped: events never produced (last count read).
-    pub skipped: u64,
-    /// Stacks not taken, the ring being over half full (last count read).
-    pub stacks_shed: u64,
-    /// The trailer, when the recorder stopped cleanly.
-    pub trailer: Option<Trailer>,
-    /// Byte offset of a torn last chunk, when the file ends inside one.
-    pub truncated_at: Option<u64>,
-    /// Regions stepped over by a salvaging read ([`MergeOptions::salvage`]), in file order.
-    pub damage: Vec<Damage>,
-    /// Index of this file's host in [`Merger::nodes`].
-    pub node: u32,
-    /// The source that stands for this file's threads and processes: the earliest file
-    /// given of the same run (files a rotating recorder wrote go on from one another),
-    /// else this file itself.
-    pub identity: u32,
-    /// Global (0-based) index of this file's CPU 0: CPUs of all hosts are numbered in a row.
-    pub cpu_base: u32,
-    /// When recording started, in merge time (ns since the earliest start of all inputs).
-    pub start: u64,
-    /// Its stacks (`--stacks`), as defined by the chunks read so far: a record naming a
-    /// stack comes after its definition.
-    pub stacks: crate::stacks::StackStore,
-    /// Added to a CLOCK_MONOTONIC timestamp of this file to get merge time.
-    offset: i64,
-}
-
-impl Source {
-    /// Merge time of a CLOCK_MONOTONIC timestamp of this file (0 for times before the
-    /// earliest start).
-    pub fn to_merge_time(&self, ts: u64) -> u64 {
-        ts.saturating_add_signed(self.offset)
-    }
-
-    /// What probe id `id` of this file stands for.
-    pub fn probe(&self, id: u32) -> Option<&Probe> {
-        self.probes.iter().find(|p| p.id == id)
-    }
-
-    /// Records lost by the kernel, as far as the file tells: the larger of the last
-    /// `Lost` counts (dropped and skipped) and the trailer's total. (Counts a kernel could
-    /// reach add up in u64; damaged ones saturate.)
-    pub fn lost(&self) -> u64 {
-        let sum = (self.lost_per_cpu.iter()).fold(self.skipped, |a, &n| a.saturating_add(n));
-        sum.max(self.trailer.as_ref().map_or(0, |t| t.lost))
     }
 }
 
@@ -231,19 +124,6 @@ struct Cursor {
     cpu: u32,
 }
 
-struct Input {
-    reader: Reader<BufReader<File>>,
-    /// An `Events` chunk read while looking for the metadata, not decoded yet.
-    stashed: Option<Chunk>,
-    eof: bool,
-    /// Latest time read from this file.
-    max_read: u64,
-    /// Cursors of this file are `cursor_base..cursor_base + cpus`.
-    cursor_base: usize,
-    /// How many of the reader's skipped regions are in [`Source::damage`] already.
-    skips_seen: usize,
-}
-
 /// The merged stream of records of one or several trace files, in time order.
 pub struct Merger {
     sources: Vec<Source>,
@@ -263,13 +143,6 @@ pub struct Merger {
     stats: MergeStats,
 }
 
-fn trace_err(path: &Path, source: trace_file::Error) -> Error {
-    Error::Trace {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 impl Merger {
     /// Opens the inputs and reads their metadata (everything before the first event
     /// chunk). Fails on an unreadable or corrupt file, or one that does not start with a
@@ -286,79 +159,14 @@ impl Merger {
             inputs.push(input);
         }
 
-        // Hosts: files with the same hostname share a node, its CPUs and its clock.
-        let mut nodes: Vec<Node> = Vec::new();
-        let mut host_m2r: Vec<i64> = Vec::new();
-        for s in &mut sources {
-            let found = nodes.iter().position(|n| n.hostname == s.header.hostname);
-            let node = match found {
-                Some(i) => {
-                    nodes[i].cpus = nodes[i].cpus.max(s.header.cpus);
-                    i
-                }
-                None => {
-                    nodes.push(Node {
-                        hostname: s.header.hostname.clone(),
-                        cpus: s.header.cpus,
-                        cpu_base: 0,
-                    });
-                    host_m2r.push(s.header.monotonic_to_realtime_ns);
-                    nodes.len() - 1
-                }
-            };
-            s.node = node as u32;
-        }
-        // Files of one run (same host and run id) are one recording: the earliest part
-        // given stands for them all.
-        for i in 0..sources.len() {
-            let same_run = |j: &usize| {
-                let (a, b) = (&sources[i].header, &sources[*j].header);
-                !a.run.is_empty() && a.run == b.run && a.hostname == b.hostname
-            };
-            let first = (0..sources.len())
-                .filter(same_run)
-                .min_by_key(|&j| (sources[j].header.part, j))
-                .unwrap_or(i);
-            sources[i].identity = first as u32;
-        }
-        let mut base = 0u32;
-        for n in &mut nodes {
-            n.cpu_base = base;
-            base = base
-                .checked_add(n.cpus)
-                .ok_or_else(|| Error::Limit("too many CPUs".into()))?;
-        }
-        // Merge time 0 is the earliest start, on the realtime clock of each host.
-        let real_start = |s: &Source| s.header.start_ns as i128 + host_m2r[s.node as usize] as i128;
-        let zero = sources.iter().map(real_start).min().unwrap_or(0);
-        for s in &mut sources {
-            s.cpu_base = nodes[s.node as usize].cpu_base;
-            let off = host_m2r[s.node as usize] as i128 - zero;
-            s.offset = i64::try_from(off).map_err(|_| Error::Invalid {
-                path: s.path.clone(),
-                what: "clock offset out of range".into(),
-            })?;
-            s.start = s.to_merge_time(s.header.start_ns);
-        }
+        let (nodes, host_m2r) = hosts(&mut sources)?;
+        link_runs(&mut sources);
+        align_clocks(&mut sources, &nodes, &host_m2r)?;
         // Regions stepped over while reading the metadata, now that times can be placed.
         for (s, inp) in sources.iter_mut().zip(&mut inputs) {
             take_skips(s, inp);
         }
-
-        let mut cursors = Vec::new();
-        for (i, (s, inp)) in sources.iter().zip(&mut inputs).enumerate() {
-            inp.cursor_base = cursors.len();
-            for cpu in 0..s.header.cpus {
-                cursors.push(Cursor {
-                    buf: Vec::new(),
-                    pos: 0,
-                    frontier: None,
-                    source: i as u32,
-                    ident: s.identity,
-                    cpu: s.cpu_base + cpu,
-                });
-            }
-        }
+        let cursors = cursors(&sources, &mut inputs);
         let mut m = Merger {
             sources,
             nodes,
@@ -626,6 +434,93 @@ impl Merger {
     }
 }
 
+/// Hosts: files with the same hostname share a node, its CPUs and its clock. Returns the
+/// nodes, their CPUs numbered in a row, and each one's CLOCK_MONOTONIC -> CLOCK_REALTIME
+/// offset (its first file's).
+fn hosts(sources: &mut [Source]) -> Result<(Vec<Node>, Vec<i64>)> {
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut host_m2r: Vec<i64> = Vec::new();
+    for s in sources.iter_mut() {
+        let found = nodes.iter().position(|n| n.hostname == s.header.hostname);
+        let node = match found {
+            Some(i) => {
+                nodes[i].cpus = nodes[i].cpus.max(s.header.cpus);
+                i
+            }
+            None => {
+                nodes.push(Node {
+                    hostname: s.header.hostname.clone(),
+                    cpus: s.header.cpus,
+                    cpu_base: 0,
+                });
+                host_m2r.push(s.header.monotonic_to_realtime_ns);
+                nodes.len() - 1
+            }
+        };
+        s.node = node as u32;
+    }
+    let mut base = 0u32;
+    for n in &mut nodes {
+        n.cpu_base = base;
+        base = base
+            .checked_add(n.cpus)
+            .ok_or_else(|| Error::Limit("too many CPUs".into()))?;
+    }
+    Ok((nodes, host_m2r))
+}
+
+/// Files of one run (same host and run id) are one recording: the earliest part given
+/// stands for them all ([`Source::identity`]).
+fn link_runs(sources: &mut [Source]) {
+    for i in 0..sources.len() {
+        let same_run = |j: &usize| {
+            let (a, b) = (&sources[i].header, &sources[*j].header);
+            !a.run.is_empty() && a.run == b.run && a.hostname == b.hostname
+        };
+        let first = (0..sources.len())
+            .filter(same_run)
+            .min_by_key(|&j| (sources[j].header.part, j))
+            .unwrap_or(i);
+        sources[i].identity = first as u32;
+    }
+}
+
+/// Places each file in merge time, whose 0 is the earliest start on the realtime clock of
+/// each host, and its CPUs among all hosts'.
+fn align_clocks(sources: &mut [Source], nodes: &[Node], host_m2r: &[i64]) -> Result<()> {
+    let real_start = |s: &Source| s.header.start_ns as i128 + host_m2r[s.node as usize] as i128;
+    let zero = sources.iter().map(real_start).min().unwrap_or(0);
+    for s in sources.iter_mut() {
+        s.cpu_base = nodes[s.node as usize].cpu_base;
+        let off = host_m2r[s.node as usize] as i128 - zero;
+        s.offset = i64::try_from(off).map_err(|_| Error::Invalid {
+            path: s.path.clone(),
+            what: "clock offset out of range".into(),
+        })?;
+        s.start = s.to_merge_time(s.header.start_ns);
+    }
+    Ok(())
+}
+
+/// A cursor per CPU of each file, empty; each input told where its cursors start.
+fn cursors(sources: &[Source], inputs: &mut [Input]) -> Vec<Cursor> {
+    let mut cursors = Vec::new();
+    for (i, (s, inp)) in sources.iter().zip(inputs).enumerate() {
+        inp.cursor_base = cursors.len();
+        for cpu in 0..s.header.cpus {
+            cursors.push(Cursor {
+                buf: Vec::new(),
+                pos: 0,
+                frontier: None,
+                source: i as u32,
+                ident: s.identity,
+                cpu: s.cpu_base + cpu,
+            });
+        }
+    }
+    cursors
+}
+
 /// The merge heap's key of a cursor whose head is at `time`: ordered as `(time, cursor)`.
 #[inline(always)]
 fn heap_key(time: u64, cursor: u32) -> u128 {
@@ -640,162 +535,4 @@ fn head_time(key: u128) -> u64 {
 #[inline(always)]
 fn head_cursor(key: u128) -> u32 {
     key as u32
-}
-
-/// Moves the regions the reader stepped over since the last call into `source.damage`.
-fn take_skips(source: &mut Source, input: &mut Input) {
-    let skipped = input.reader.skipped();
-    for k in &skipped[input.skips_seen.min(skipped.len())..] {
-        let cpu = k.cpu.filter(|&c| c < source.header.cpus);
-        source.damage.push(Damage {
-            offset: k.offset,
-            bytes: k.bytes,
-            chunks: k.chunks,
-            kind: k.kind,
-            cpu: cpu.map(|c| c + source.cpu_base),
-            from_ns: k.first_ts.map(|t| source.to_merge_time(t)),
-            until_ns: None,
-        });
-    }
-    input.skips_seen = skipped.len();
-    source.damage.sort_by_key(|d| d.offset);
-}
-
-fn open_one(path: &Path, salvage: bool) -> Result<(Source, Input)> {
-    let file = File::open(path).map_err(|e| trace_err(path, e.into()))?;
-    let opts = ReadOptions { salvage };
-    let mut reader = Reader::with_options(BufReader::with_capacity(1 << 20, file), opts)
-        .map_err(|e| trace_err(path, e))?;
-    let first = reader.next_chunk().map_err(|e| trace_err(path, e))?;
-    let header: TraceHeader = match first {
-        Some(c) if c.kind == ChunkKind::Header => c.meta().map_err(|e| trace_err(path, e))?,
-        Some(c) => {
-            return Err(Error::Invalid {
-                path: path.to_path_buf(),
-                what: format!("first chunk is {:?}, not the header", c.kind),
-            })
-        }
-        None => {
-            return Err(Error::Invalid {
-                path: path.to_path_buf(),
-                what: "no header chunk (empty or torn file)".into(),
-            })
-        }
-    };
-    if header.cpus == 0 || header.cpus > MAX_CPUS {
-        return Err(Error::Invalid {
-            path: path.to_path_buf(),
-            what: format!("header says {} CPUs", header.cpus),
-        });
-    }
-    let mut source = Source {
-        path: path.to_path_buf(),
-        lost_per_cpu: vec![0; header.cpus as usize],
-        header,
-        processes: Vec::new(),
-        threads: Vec::new(),
-        probes: Vec::new(),
-        threads_not_traced: 0,
-        skipped: 0,
-        stacks_shed: 0,
-        trailer: None,
-        truncated_at: None,
-        damage: Vec::new(),
-        node: 0,
-        identity: 0,
-        cpu_base: 0,
-        start: 0,
-        stacks: Default::default(),
-        offset: 0,
-    };
-    // Read the metadata that precedes the events, so the thread table and the probe table
-    // are known before the first record is delivered.
-    let mut stashed = None;
-    let mut eof = false;
-    loop {
-        match reader.next_chunk().map_err(|e| trace_err(path, e))? {
-            None => {
-                eof = true;
-                source.truncated_at = reader.truncated_at();
-                break;
-            }
-            Some(c) if c.kind == ChunkKind::Events => {
-                stashed = Some(c);
-                break;
-            }
-            Some(c) => absorb_meta(&mut source, &c, salvage)?,
-        }
-    }
-    Ok((
-        source,
-        Input {
-            reader,
-            stashed,
-            eof,
-            max_read: 0,
-            cursor_base: 0,
-            skips_seen: 0,
-        },
-    ))
-}
-
-/// The largest CPU count a header may claim (the recorder's own limit, `tracer_abi::MAX_CPUS`).
-const MAX_CPUS: u32 = 4096;
-
-fn absorb_meta(s: &mut Source, c: &Chunk, salvage: bool) -> Result<()> {
-    match read_meta(s, c) {
-        // Metadata that checked but does not decode: with salvage, the chunk is skipped.
-        Err(Error::Trace { .. }) if salvage => {
-            s.damage.push(Damage {
-                offset: c.offset,
-                bytes: c.payload.len() as u64,
-                chunks: 1,
-                kind: Some(c.kind),
-                cpu: None,
-                from_ns: None,
-                until_ns: None,
-            });
-            Ok(())
-        }
-        other => other,
-    }
-}
-
-fn read_meta(s: &mut Source, c: &Chunk) -> Result<()> {
-    let bad = |e| trace_err(&s.path, e);
-    match c.kind {
-        ChunkKind::Process => s.processes.push(c.meta().map_err(bad)?),
-        ChunkKind::Threads => {
-            let t: Vec<ThreadInfo> = c.meta().map_err(bad)?;
-            s.threads.extend(t);
-        }
-        ChunkKind::Probes => {
-            let p: Vec<Probe> = c.meta().map_err(bad)?;
-            s.probes.extend(p);
-        }
-        ChunkKind::Lost => {
-            let l: LostCounts = c.meta().map_err(bad)?;
-            // Counts are cumulative: keep the largest seen per CPU.
-            for (i, &n) in l.per_cpu.iter().enumerate() {
-                if let Some(slot) = s.lost_per_cpu.get_mut(i) {
-                    *slot = (*slot).max(n);
-                }
-            }
-            s.threads_not_traced = s.threads_not_traced.max(l.threads_not_traced);
-            s.skipped = s.skipped.max(l.skipped);
-            s.stacks_shed = s.stacks_shed.max(l.stacks_shed);
-        }
-        ChunkKind::Trailer => s.trailer = Some(c.meta().map_err(bad)?),
-        ChunkKind::Stacks => s.stacks.absorb(c.meta().map_err(bad)?),
-        ChunkKind::Header => {
-            return Err(Error::Invalid {
-                path: s.path.clone(),
-                what: format!("second header chunk at byte {}", c.offset),
-            })
-        }
-        // Unknown kinds are skipped: newer recorders may add chunks older readers ignore.
-        // Counting-mode windows are read by the summaries, not merged.
-        ChunkKind::Events | ChunkKind::Window | ChunkKind::Unknown(_) => {}
-    }
-    Ok(())
 }
