@@ -53,6 +53,27 @@ fn all_fail(file: &Path, what: &str, dir: &Path) {
     assert!(!out.with_extension("prv").exists() && !out.with_extension("json").exists());
 }
 
+/// A JUnit document whose suite has one `salvaged` property, naming `file`.
+fn assert_salvaged_property(xml: &str, file: &Path) {
+    let doc = roxmltree::Document::parse(xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
+    let suite = (doc.descendants())
+        .find(|n| n.has_tag_name("testsuite"))
+        .unwrap();
+    let props: Vec<&str> = (suite.children())
+        .filter(|n| n.has_tag_name("properties"))
+        .flat_map(|p| p.children().filter(|n| n.has_tag_name("property")))
+        .filter(|p| p.attribute("name") == Some("salvaged"))
+        .map(|p| p.attribute("value").unwrap())
+        .collect();
+    assert_eq!(props.len(), 1, "{xml}");
+    let file = file.display().to_string();
+    assert!(
+        props[0].starts_with(&file) && props[0].contains("bytes skipped"),
+        "{}",
+        props[0]
+    );
+}
+
 #[test]
 fn damage_is_an_error_a_torn_tail_a_warning_and_salvage_reads_past_damage() {
     let _serial = serial();
@@ -144,6 +165,35 @@ fn damage_is_an_error_a_torn_tail_a_warning_and_salvage_reads_past_damage() {
             table.contains("note (B):") && table.contains("salvaged"),
             "{table}"
         );
+        // JUnit: a `salvaged` property on the suite, the summary's flags and the gate's
+        // verdicts alike; CSV cannot say it, stderr does.
+        let (xml, _) = salvage(&["summary", "--format", "junit"]);
+        assert_salvaged_property(&xml, damaged);
+        let gate = [
+            "diff",
+            good.to_str().unwrap(),
+            "--fail-if",
+            "handle_request.calls < -100%",
+        ];
+        let (xml, _) = salvage(&[&gate[..], &["--format", "junit"]].concat());
+        assert_salvaged_property(&xml, damaged);
+        let junit = d.join("gate.xml");
+        let junit_args = ["--junit", junit.to_str().unwrap(), "--force"];
+        salvage(&[&gate[..], &junit_args].concat());
+        assert_salvaged_property(&std::fs::read_to_string(&junit).unwrap(), damaged);
+        for args in [
+            &["summary", "--format", "csv"][..],
+            &["diff", good.to_str().unwrap(), "--format", "csv"],
+        ] {
+            let (csv, err) = salvage(args);
+            assert!(!csv.contains("salvaged"), "{csv}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.starts_with("tracer: warning: the CSV comes from a salvaged file: ")
+                    && err.contains(&damaged.display().to_string()),
+                "{args:?}: {err}"
+            );
+        }
 
         let stem = d.join(format!(
             "{}-out",

@@ -24,6 +24,17 @@ pub fn write_junit_cases(
     cases: &[JunitCase],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    write_junit_suite(suite, &[], cases, out)
+}
+
+/// Writes a JUnit XML document of one suite with `properties` (name, value): what holds
+/// for every case, such as inputs read past damage (`salvaged`).
+pub fn write_junit_suite(
+    suite: &str,
+    properties: &[(&str, String)],
+    cases: &[JunitCase],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let failures = (cases.iter())
         .filter(|c| matches!(c.outcome, Outcome::Failure(_)))
         .count();
@@ -41,6 +52,14 @@ pub fn write_junit_cases(
         out,
         r#"  <testsuite name="{suite}" tests="{n}" failures="{failures}" errors="{errors}" skipped="0">"#
     )?;
+    if !properties.is_empty() {
+        writeln!(out, "    <properties>")?;
+        for (name, value) in properties {
+            let (name, value) = (xml_escape(name), xml_escape(value));
+            writeln!(out, r#"      <property name="{name}" value="{value}"/>"#)?;
+        }
+        writeln!(out, "    </properties>")?;
+    }
     for c in cases {
         let open = format!(
             r#"    <testcase classname="{}" name="{}""#,
@@ -90,6 +109,25 @@ fn xml_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn properties_come_before_the_cases() {
+        let cases = [JunitCase {
+            classname: "c",
+            name: "n".into(),
+            outcome: Outcome::Pass("ok".into()),
+        }];
+        let props = [("salvaged", "a&b.trace: 1 region".to_string())];
+        let mut out = Vec::new();
+        write_junit_suite("s", &props, &cases, &mut out).unwrap();
+        let xml = String::from_utf8(out).unwrap();
+        let p = xml.find(r#"<property name="salvaged" value="a&amp;b.trace: 1 region"/>"#);
+        let (p, c) = (p.expect(&xml), xml.find("<testcase").unwrap());
+        assert!(xml.find("<properties>").unwrap() < p && p < c, "{xml}");
+        let mut plain = Vec::new();
+        write_junit_cases("s", &cases, &mut plain).unwrap();
+        assert!(!String::from_utf8(plain).unwrap().contains("properties"));
+    }
 
     #[test]
     fn escapes_what_xml_cannot_hold() {

@@ -181,6 +181,7 @@ fn run(cli: Cli) -> Result<()> {
             let summary = summarize(&files, &opts, view.salvage).map_err(salvage_hint)?;
             let mut out = std::io::stdout().lock();
             trace_summary::render(&summary, &opts, &mut out)?;
+            warn_salvaged_csv(opts.format, &[&summary]);
             Ok(())
         }
         Command::Diff {
@@ -342,17 +343,19 @@ fn diff(
     if opts.format != Format::Junit {
         trace_summary::diff(&sa, &sb, &opts, &mut out)?;
     }
+    warn_salvaged_csv(opts.format, &[&sa, &sb]);
     if conditions.is_empty() {
         return Ok(());
     }
     let verdicts = gate::check(&sa, &sb, &opts, &conditions)?;
     let suite = format!("tracer diff {} {}", a.display(), b.display());
+    let mut xml = Vec::new();
+    gate::write_junit(&suite, &verdicts, &mut xml)?;
+    let xml = junit_with_properties(xml, &salvage_notes(&[&sa, &sb]));
     if opts.format == Format::Junit {
-        gate::write_junit(&suite, &verdicts, &mut out)?;
+        out.write_all(&xml)?;
     }
     if let Some((path, force)) = junit {
-        let mut xml = Vec::new();
-        gate::write_junit(&suite, &verdicts, &mut xml)?;
         atomic_output::write_file(path, force, |mut f, _| {
             f.write_all(&xml)
                 .map_err(|e| OutputFailed::Io(path.to_owned(), e))
@@ -438,6 +441,64 @@ fn summarize(
     Ok(trace_summary::summarize_with(files, &with)?)
 }
 
+/// What a salvaging read (`--salvage`) of the summarized files skipped, a line per
+/// damaged file, as the summary's notes say it.
+fn salvage_notes(summaries: &[&trace_summary::Summary]) -> Vec<String> {
+    let files = summaries.iter().flat_map(|s| &s.files);
+    (files.filter(|f| !f.damaged.is_empty()))
+        .map(|f| {
+            let bytes: u64 = f.damaged.iter().map(|d| d.bytes).sum();
+            format!(
+                "{} is damaged and was salvaged: {} regions, {bytes} bytes skipped; what they held is missing from the figures",
+                f.path,
+                f.damaged.len()
+            )
+        })
+        .collect()
+}
+
+/// A CSV output has no place to say it comes from a salvaged file (a comment line would
+/// break its readers): stderr says it.
+fn warn_salvaged_csv(format: trace_summary::Format, summaries: &[&trace_summary::Summary]) {
+    if format == trace_summary::Format::Csv {
+        for note in salvage_notes(summaries) {
+            eprintln!("tracer: warning: the CSV comes from a salvaged file: {note}");
+        }
+    }
+}
+
+/// `xml`, the gate's JUnit document (`gate::write_junit`: one suite), with a `salvaged`
+/// property on its suite per note, as the summary's JUnit has them.
+fn junit_with_properties(xml: Vec<u8>, notes: &[String]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&xml);
+    let Some(at) = (text.find("\n  <testsuite "))
+        .and_then(|s| text[s + 1..].find('\n').map(|e| s + 1 + e + 1))
+    else {
+        return xml;
+    };
+    if notes.is_empty() {
+        return xml;
+    }
+    let mut props = String::from("    <properties>\n");
+    for note in notes {
+        let value: String = (note.chars())
+            .map(|c| match c {
+                '&' => "&amp;".into(),
+                '<' => "&lt;".into(),
+                '>' => "&gt;".into(),
+                '"' => "&quot;".into(),
+                c if (c as u32) < 0x20 => "\u{FFFD}".into(),
+                c => c.to_string(),
+            })
+            .collect();
+        props.push_str(&format!(
+            "      <property name=\"salvaged\" value=\"{value}\"/>\n"
+        ));
+    }
+    props.push_str("    </properties>\n");
+    format!("{}{props}{}", &text[..at], &text[at..]).into_bytes()
+}
+
 /// Adds to an error that is damage in a trace file how to read past it.
 fn salvage_hint(e: anyhow::Error) -> anyhow::Error {
     let damaged = e.chain().any(|c| {
@@ -468,6 +529,20 @@ fn one_line(e: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn junit_properties_go_on_the_suite_before_its_cases() {
+        let xml = "<?xml version=\"1.0\"?>\n<testsuites>\n  <testsuite name=\"s\">\n    \
+                   <testcase name=\"c\">\n    </testcase>\n  </testsuite>\n</testsuites>\n";
+        let notes = ["a&b.trace is damaged".to_string()];
+        let out = junit_with_properties(xml.into(), &notes);
+        let out = String::from_utf8(out).unwrap();
+        let want = "  <testsuite name=\"s\">\n    <properties>\n      <property \
+                    name=\"salvaged\" value=\"a&amp;b.trace is damaged\"/>\n    \
+                    </properties>\n    <testcase";
+        assert!(out.contains(want), "{out}");
+        assert_eq!(junit_with_properties(xml.into(), &[]), xml.as_bytes());
+    }
 
     #[test]
     fn errors_are_one_line_without_repeats() {

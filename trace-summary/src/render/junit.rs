@@ -4,7 +4,7 @@
 use std::io::{Result, Write};
 
 use super::flags::ratio;
-use crate::junit::{write_junit_cases, JunitCase, Outcome};
+use crate::junit::{write_junit_suite, JunitCase, Outcome};
 use crate::units::human_ns;
 use crate::{By, Summary, SummaryOptions, Thresholds};
 
@@ -73,7 +73,17 @@ pub(super) fn write(s: &Summary, opts: &SummaryOptions, out: &mut dyn Write) -> 
             .collect(),
     };
     let files: Vec<&str> = s.files.iter().map(|f| f.path.as_str()).collect();
-    write_junit_cases(&format!("tracer summary {}", files.join(" ")), &cases, out)
+    let suite = format!("tracer summary {}", files.join(" "));
+    write_junit_suite(&suite, &salvaged(s), &cases, out)
+}
+
+/// A `salvaged` property per input read past damage (`--salvage`), saying what was
+/// skipped: the cases' figures miss what it held.
+fn salvaged(s: &Summary) -> Vec<(&'static str, String)> {
+    (s.files.iter())
+        .filter_map(|f| f.damage_note())
+        .map(|note| ("salvaged", note))
+        .collect()
 }
 
 fn slow(mean_ns: u64, t: &Thresholds) -> String {
