@@ -120,6 +120,23 @@ enum Mode {
 }
 
 impl Mode {
+    /// Counting (with its stacks) for `tracer stat`, else recording, watched by the
+    /// session's trigger if it has one.
+    fn new(opts: &RecordOptions, s: &mut Session) -> Mode {
+        match opts.stat {
+            Some(st) => {
+                let c = Counting::new(st, &s.preamble.probes, &s.threads, s.seeded_at, opts.quiet);
+                Mode::Stat(Box::new(match opts.stacks {
+                    Some(hz) => c.with_stacks(hz),
+                    None => c,
+                }))
+            }
+            None => Mode::Trace {
+                watch: s.watch.take(),
+            },
+        }
+    }
+
     /// After a drain: names learned, windows written. Returns whether the file may end
     /// here (a counting file ends with a window).
     fn tick(&mut self, kernel: &mut Kernel, d: &mut Drain, names: &mut Names) -> Result<bool> {
@@ -146,52 +163,67 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("installing the signal handlers")?;
     }
-    let (mut s, writer) = Session::start(opts)?;
-    let mut mode = match opts.stat {
-        Some(st) => {
-            let c = Counting::new(st, &s.preamble.probes, &s.threads, s.seeded_at, opts.quiet);
-            Mode::Stat(Box::new(match opts.stacks {
-                Some(hz) => c.with_stacks(hz),
-                None => c,
-            }))
+    let mut run = Run::start(opts)?;
+    let ran = run.run(&stop);
+    run.status.clear();
+    let reason = ran.map_err(|e| run.files.explain(e))?;
+    let losses = run.end(reason).map_err(|e| run.files.explain(e))?;
+    run.summary(&losses, reason)
+}
+
+/// The loop's state: what it reads, writes and keeps up to date. Its fields are dropped
+/// in the order they are declared: the session, whose drop detaches the programs and
+/// ends a launched command, last.
+struct Run<'a> {
+    opts: &'a RecordOptions,
+    /// When the recording started (the session set up).
+    started: Instant,
+    tree: Tree,
+    status: Status,
+    files: Files,
+    d: Drain,
+    mode: Mode,
+    s: Session,
+}
+
+impl<'a> Run<'a> {
+    /// The session set up (resolved, loaded, attached) and the loop's state around it.
+    fn start(opts: &'a RecordOptions) -> Result<Run<'a>> {
+        let (mut s, writer) = Session::start(opts)?;
+        let mode = Mode::new(opts, &mut s);
+        let mut d = Drain::new(writer, s.cpus);
+        if opts.stacks.is_some() && opts.stat.is_none() {
+            d.stacks = Some(crate::stacks::Stacks::new());
         }
-        None => Mode::Trace {
-            watch: s.watch.take(),
-        },
-    };
-    let mut d = Drain::new(writer, s.cpus);
-    if opts.stacks.is_some() && opts.stat.is_none() {
-        d.stacks = Some(crate::stacks::Stacks::new());
+        let files = Files::new(s.first.clone());
+        let started = Instant::now();
+        let counting = matches!(mode, Mode::Stat(_));
+        let status = Status::new(opts.quiet || counting);
+        let tree = Tree::new(&s.pids, &s.threads);
+        Ok(Run {
+            opts,
+            started,
+            tree,
+            status,
+            files,
+            d,
+            mode,
+            s,
+        })
     }
-    let mut files = Files::new(s.first.clone());
-    let started = Instant::now();
-    let counting = matches!(mode, Mode::Stat(_));
-    let mut status = Status::new(opts.quiet || counting);
 
-    let mut tree = Tree::new(&s.pids, &s.threads);
-    let ran = Run {
-        opts,
-        s: &mut s,
-        mode: &mut mode,
-        d: &mut d,
-        files: &mut files,
-        tree: &mut tree,
-        status: &mut status,
-    }
-    .run(&stop);
-    status.clear();
-    let reason = ran.map_err(|e| files.explain(e))?;
-
-    // The recording ends now: what the buffers and the counts hold is taken before the
-    // producers are detached, which takes a grace period per uprobe of a process (seconds
-    // to minutes with hundreds), and what they make meanwhile is left out (a file that
-    // ran on to the detach's end showed every thread blocked all that time).
-    let end = (|| {
+    /// Ends the recording now: what the buffers and the counts hold is taken before the
+    /// producers are detached, which takes a grace period per uprobe of a process (seconds
+    /// to minutes with hundreds), and what they make meanwhile is left out (a file that
+    /// ran on to the detach's end showed every thread blocked all that time). Returns the
+    /// losses of the recording.
+    fn end(&mut self, reason: &str) -> Result<Losses> {
+        let (s, mode, d, tree) = (&mut self.s, &mut self.mode, &mut self.d, &mut self.tree);
         let mut names = Names::new();
         d.drain(&mut s.kernel, |ts, tid, e| {
-            see(&mut mode, &mut tree, &mut names, ts, tid, e)
+            see(mode, tree, &mut names, ts, tid, e)
         })?;
-        if let Mode::Stat(c) = &mut mode {
+        if let Mode::Stat(c) = mode {
             for (tid, tgid, name) in names.drain(..) {
                 c.saw(tid, tgid, &name);
             }
@@ -203,12 +235,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         // records is: not a loss of the recording.
         let kernel_at_end = s.kernel.losses()?;
         let n = s.kernel.per_process_uprobes();
-        if !opts.quiet && n >= crate::kernel::SLOW_DETACH {
+        if !self.opts.quiet && n >= crate::kernel::SLOW_DETACH {
             eprintln!("tracer: detaching {n} uprobes attached per process (the kernel undoes them one at a time)...");
         }
         s.kernel.stop();
         d.drain(&mut s.kernel, |ts, tid, e| {
-            see(&mut mode, &mut tree, &mut names, ts, tid, e)
+            see(mode, tree, &mut names, ts, tid, e)
         })?;
         tree.settle();
         // Processes created since the loop last looked: their Process chunks too.
@@ -218,56 +250,47 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         d.flush_all()?;
         let after = s.kernel.losses()?.since(&kernel_at_end).total();
         d.after_end += after;
-        let losses = with_undecodable(kernel_at_end, &d);
-        files.finish(&mut d, &losses, reason, end_ns)?;
-        anyhow::Ok(losses)
-    })();
-    let losses = end.map_err(|e| files.explain(e))?;
-    Ok(RecordSummary {
-        records: d.kinds().collect(),
-        lost: losses.total(),
-        stacks_shed: losses.stacks_shed,
-        bytes: files.bytes_before + d.w.bytes_written(),
-        seconds: started.elapsed().as_secs_f64(),
-        reason,
-        output: files.current,
-        files: files.written,
-        processes: tree.processes,
-        threads: tree.threads,
-        late_probes: s.probes.late,
-        uncertain_probes: s.probes.uncertain,
-        second_hand_probes: s.probes.second_hand,
-        exec_dropped_probes: s.probes.exec_dropped,
-        stacks_cut: d
-            .stacks
-            .as_ref()
-            .map(|st| st.cut.iter().map(|(k, &n)| (k.clone(), n)).collect())
-            .unwrap_or_default(),
-        after_end: d.after_end,
-        frames_unclosed: match mode {
-            Mode::Stat(_) => s.kernel.frames_unclosed()?,
-            Mode::Trace { .. } => 0,
-        },
-        windows: match &mode {
-            Mode::Stat(c) => Some(c.windows),
-            Mode::Trace { .. } => None,
-        },
-        command_status: s.launched.as_ref().and_then(|l| l.exit_code()),
-    })
-}
+        let losses = with_undecodable(kernel_at_end, d);
+        self.files.finish(d, &losses, reason, end_ns)?;
+        Ok(losses)
+    }
 
-/// The loop's state: what it reads, writes and keeps up to date.
-struct Run<'a> {
-    opts: &'a RecordOptions,
-    s: &'a mut Session,
-    mode: &'a mut Mode,
-    d: &'a mut Drain,
-    files: &'a mut Files,
-    tree: &'a mut Tree,
-    status: &'a mut Status,
-}
+    /// What was done, once the recording has ended with `losses`.
+    fn summary(self, losses: &Losses, reason: &'static str) -> Result<RecordSummary> {
+        Ok(RecordSummary {
+            records: self.d.kinds().collect(),
+            lost: losses.total(),
+            stacks_shed: losses.stacks_shed,
+            bytes: self.files.bytes_before + self.d.w.bytes_written(),
+            seconds: self.started.elapsed().as_secs_f64(),
+            reason,
+            output: self.files.current,
+            files: self.files.written,
+            processes: self.tree.processes,
+            threads: self.tree.threads,
+            late_probes: self.s.probes.late,
+            uncertain_probes: self.s.probes.uncertain,
+            second_hand_probes: self.s.probes.second_hand,
+            exec_dropped_probes: self.s.probes.exec_dropped,
+            stacks_cut: self
+                .d
+                .stacks
+                .as_ref()
+                .map(|st| st.cut.iter().map(|(k, &n)| (k.clone(), n)).collect())
+                .unwrap_or_default(),
+            after_end: self.d.after_end,
+            frames_unclosed: match self.mode {
+                Mode::Stat(_) => self.s.kernel.frames_unclosed()?,
+                Mode::Trace { .. } => 0,
+            },
+            windows: match &self.mode {
+                Mode::Stat(c) => Some(c.windows),
+                Mode::Trace { .. } => None,
+            },
+            command_status: self.s.launched.as_ref().and_then(|l| l.exit_code()),
+        })
+    }
 
-impl Run<'_> {
     /// Drains, writes, rotates, until a reason to stop.
     fn run(&mut self, stop: &AtomicBool) -> Result<&'static str> {
         let opts = self.opts;
@@ -276,14 +299,16 @@ impl Run<'_> {
         let mut last_check = Instant::now();
         let mut names = Names::new();
         loop {
-            let (mode, tree) = (&mut *self.mode, &mut *self.tree);
+            let (mode, tree) = (&mut self.mode, &mut self.tree);
             let drained = self.d.drain(&mut self.s.kernel, |ts, tid, e| {
                 see(mode, tree, &mut names, ts, tid, e)
             })?;
             tree.settle();
             self.d.flush_aged()?;
             self.follow_tree()?;
-            let may_rotate = self.mode.tick(&mut self.s.kernel, self.d, &mut names)?;
+            let may_rotate = self
+                .mode
+                .tick(&mut self.s.kernel, &mut self.d, &mut names)?;
             if let Some(rot) = opts
                 .rotate
                 .filter(|r| may_rotate && self.files.due(r.every))
@@ -294,7 +319,7 @@ impl Run<'_> {
                 return Ok("signal");
             }
             if stop_at.is_none() {
-                stop_at = fired(self.mode, opts.quiet).map(|after| Instant::now() + after);
+                stop_at = fired(&self.mode, opts.quiet).map(|after| Instant::now() + after);
             }
             if stop_at.is_some_and(|t| Instant::now() >= t) {
                 return Ok("trigger");
@@ -309,7 +334,7 @@ impl Run<'_> {
                 }
                 self.note_losses()?;
             }
-            self.status.tick(started.elapsed(), self.d, self.tree);
+            self.status.tick(started.elapsed(), &self.d, &self.tree);
             if drained == 0 {
                 std::thread::sleep(IDLE_POLL);
             }
@@ -365,7 +390,7 @@ impl Run<'_> {
 
     /// Losses are on record as they happen, not only if we get to the end.
     fn note_losses(&mut self) -> Result<()> {
-        let losses = losses(&self.s.kernel, self.d)?;
+        let losses = losses(&self.s.kernel, &self.d)?;
         if (losses.total(), losses.stacks_shed) != (self.status.lost, self.status.stacks_shed) {
             self.status.lost = losses.total();
             self.status.stacks_shed = losses.stacks_shed;
@@ -380,14 +405,14 @@ impl Run<'_> {
     /// Ends the current file and goes on in a new one. A counting file starts where the
     /// previous one's last window ended.
     fn rotate(&mut self, rot: Rotation) -> Result<()> {
-        let start_ns = match self.mode {
+        let start_ns = match &mut self.mode {
             Mode::Stat(c) => c.new_file(),
             Mode::Trace { .. } => clock::monotonic_ns(),
         };
-        let losses = losses(&self.s.kernel, self.d)?;
+        let losses = losses(&self.s.kernel, &self.d)?;
         let pids: Vec<u32> = self.tree.live().iter().copied().collect();
         self.files.rotate(
-            self.d,
+            &mut self.d,
             losses,
             &self.s.preamble,
             &pids,
