@@ -210,75 +210,30 @@ impl Kernel {
         let mut ebpf = loader
             .load(&object)
             .map_err(|e| anyhow!("loading the eBPF programs failed: {e}"))?;
-        // Before any map leaves `ebpf`: the session programs share them.
+        // Before any map leaves `ebpf`: these programs share them.
         let sessions = match config.stat_mode {
             0 => None,
-            _ => {
-                let load = |name| crate::sessions::load(&object, &ebpf, name, Attach::Session);
-                match (load("func_session"), load("func_session_empty")) {
-                    (Ok(a), Ok(b)) => Some([a, b]),
-                    (Err(e), _) | (_, Err(e)) => {
-                        eprintln!("tracer: warning: {e:#}: every call of a probed function has its return probed (uretprobes)");
-                        None
-                    }
-                }
-            }
+            _ => load_sessions(&object, &ebpf),
         };
-        // A process's own executable is probed machine-wide, the programs keeping to
-        // traced processes: its forks, and with a traced cgroup the processes entering it,
-        // are probed from their first call, and one link per probe detaches at once
-        // (docs/performance.md). uprobe_multi links, whose programs aya cannot load.
-        let mut machine_wide = FxHashMap::default();
-        for prog in [
-            Prog::Entry,
-            Prog::Return,
-            Prog::GoEntry,
-            Prog::GoEntryCheck,
-            Prog::GoReturn,
-            Prog::FrameEntry,
-            Prog::FrameReturn,
-            Prog::FrameTail,
-            Prog::FrameThrough,
-            Prog::FrameThroughTail,
-        ] {
-            for empty in [false, true] {
-                let name = prog_name(prog, empty);
-                let fd = crate::sessions::load(&object, &ebpf, name, Attach::Multi)?;
-                machine_wide.insert((prog, empty), fd);
-            }
-        }
-        let mut take = |name: &str| {
-            ebpf.take_map(name)
-                .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
-        };
-        let mut outer: ArrayOfMaps<MapData, RingBuf<MapData>> = take("EVENTS")?.try_into()?;
-        let tgids: HashMap<MapData, u32, u32> = take("TGIDS")?.try_into()?;
-        let tids: HashMap<MapData, u32, u32> = take("TIDS")?.try_into()?;
-        let hints: Array<MapData, u8> = take("ID_HINT")?.try_into()?;
-        let counters: PerCpuArray<MapData, u64> = take("COUNTERS")?.try_into()?;
-        let exec_unprobed: HashMap<MapData, u32, u8> = take("EXEC_UNPROBED")?.try_into()?;
+        let machine_wide = load_machine_wide(&object, &ebpf)?;
+        let mut outer: ArrayOfMaps<MapData, RingBuf<MapData>> =
+            take_map(&mut ebpf, "EVENTS")?.try_into()?;
+        let tgids: HashMap<MapData, u32, u32> = take_map(&mut ebpf, "TGIDS")?.try_into()?;
+        let tids: HashMap<MapData, u32, u32> = take_map(&mut ebpf, "TIDS")?.try_into()?;
+        let hints: Array<MapData, u8> = take_map(&mut ebpf, "ID_HINT")?.try_into()?;
+        let counters: PerCpuArray<MapData, u64> = take_map(&mut ebpf, "COUNTERS")?.try_into()?;
+        let exec_unprobed: HashMap<MapData, u32, u8> =
+            take_map(&mut ebpf, "EXEC_UNPROBED")?.try_into()?;
         let pidns = match config.pidns {
             0 => None,
             _ => Some(PidNs {
-                ids: take("NS_IDS")?.try_into()?,
+                ids: take_map(&mut ebpf, "NS_IDS")?.try_into()?,
                 to_kernel: FxHashMap::default(),
             }),
         };
-        let stat = if config.stat_mode != 0 {
-            Some(StatMaps {
-                funcs: take("FUNC_STATS")?.try_into()?,
-                syscalls: take("SYS_STATS")?.try_into()?,
-                sched: take("SCHED")?.try_into()?,
-                stacks: match stat_stacks {
-                    true => Some((
-                        take("STACK_IDS")?.try_into()?,
-                        take("STACK_COUNTS")?.try_into()?,
-                    )),
-                    false => None,
-                },
-            })
-        } else {
-            None
+        let stat = match config.stat_mode {
+            0 => None,
+            _ => Some(take_stat_maps(&mut ebpf, stat_stacks)?),
         };
         let rings = install_rings(&mut outer, cpus)?;
         Ok(Kernel {
@@ -567,6 +522,69 @@ fn detach(links: &mut Vec<Box<dyn Send>>) {
 /// kernel undoes them one at a time, under one lock, a grace period each
 /// (docs/performance.md).
 pub const SLOW_DETACH: usize = 20;
+
+/// Counting mode's uprobe session programs (timing and empty), loaded outside aya; none
+/// when the kernel cannot load them (said once).
+fn load_sessions(object: &[u8], ebpf: &Ebpf) -> Option<[OwnedFd; 2]> {
+    let load = |name| crate::sessions::load(object, ebpf, name, Attach::Session);
+    match (load("func_session"), load("func_session_empty")) {
+        (Ok(a), Ok(b)) => Some([a, b]),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("tracer: warning: {e:#}: every call of a probed function has its return probed (uretprobes)");
+            None
+        }
+    }
+}
+
+/// The uprobe programs of machine-wide links, and their empty floors, by program. A
+/// process's own executable is probed machine-wide, the programs keeping to traced
+/// processes: its forks, and with a traced cgroup the processes entering it, are probed
+/// from their first call, and one link per probe detaches at once (docs/performance.md).
+/// uprobe_multi links, whose programs aya cannot load.
+fn load_machine_wide(object: &[u8], ebpf: &Ebpf) -> Result<FxHashMap<(Prog, bool), OwnedFd>> {
+    let mut machine_wide = FxHashMap::default();
+    for prog in [
+        Prog::Entry,
+        Prog::Return,
+        Prog::GoEntry,
+        Prog::GoEntryCheck,
+        Prog::GoReturn,
+        Prog::FrameEntry,
+        Prog::FrameReturn,
+        Prog::FrameTail,
+        Prog::FrameThrough,
+        Prog::FrameThroughTail,
+    ] {
+        for empty in [false, true] {
+            let name = prog_name(prog, empty);
+            let fd = crate::sessions::load(object, ebpf, name, Attach::Multi)?;
+            machine_wide.insert((prog, empty), fd);
+        }
+    }
+    Ok(machine_wide)
+}
+
+/// Map `name`, taken out of the loaded object.
+fn take_map(ebpf: &mut Ebpf, name: &str) -> Result<Map> {
+    ebpf.take_map(name)
+        .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
+}
+
+/// Counting mode's maps, taken out of the loaded object (the stacks' with `--stacks`).
+fn take_stat_maps(ebpf: &mut Ebpf, stacks: bool) -> Result<StatMaps> {
+    Ok(StatMaps {
+        funcs: take_map(ebpf, "FUNC_STATS")?.try_into()?,
+        syscalls: take_map(ebpf, "SYS_STATS")?.try_into()?,
+        sched: take_map(ebpf, "SCHED")?.try_into()?,
+        stacks: match stacks {
+            true => Some((
+                take_map(ebpf, "STACK_IDS")?.try_into()?,
+                take_map(ebpf, "STACK_COUNTS")?.try_into()?,
+            )),
+            false => None,
+        },
+    })
+}
 
 /// Gives the loader the constants the programs are built against, and shrinks the maps
 /// this mode does not use to one entry.
