@@ -2,7 +2,7 @@
 //!
 //! x86 uprobes emulate a few instructions (push, jmp/call/jcc rel, nop) in the
 //! kernel; anything else is single-stepped out of line, which costs a second
-//! trap (tens of microseconds in some VMs, all of it inside the measured call).
+//! trap (far dearer than an emulated one, and all of it inside the measured call).
 //! Behind an `endbr64` (CET builds: Ubuntu's and Fedora's default) the probe
 //! goes on the next instruction; behind a first instruction that would be
 //! single-stepped, on the first emulated one of the next few, when the ones

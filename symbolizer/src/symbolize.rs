@@ -22,9 +22,9 @@ struct FileKey {
 
 /// How long a file's identity, once read, is trusted before the next stat.
 ///
-/// A stat walks the path in the kernel and cost 1.5-8 us of CPU here, more
-/// than a warm lookup (about 1 us in libc), so checking on every call made
-/// the per-call API 3-4x slower than the batch one. The price: a binary
+/// A stat walks the path in the kernel and costs more CPU than a warm lookup,
+/// so checking on every call made the per-call API several times slower than
+/// the batch one (docs/performance.md). The price: a binary
 /// replaced at a path less than this long after the last check is answered
 /// from the old file until the window ends (or [`Symbolizer::recheck_files`]).
 /// Addresses a tracer recorded came from the file mapped when they were

@@ -11,7 +11,7 @@ const DIGITS2: &[u8; 200] = b"\
 
 /// One body line being built. A fixed array: appending is a store and an index check,
 /// where a `Vec` push also checks the capacity and may call its growth path, which
-/// kept the length from staying in a register (a third of the formatter's instructions).
+/// kept the length from staying in a register (docs/performance.md).
 pub(crate) struct Line {
     buf: [u8; LINE_CAP],
     len: usize,
@@ -116,8 +116,8 @@ impl Sink for Line {
 /// are times of 9 to 11 digits. A number is cut into groups of 8, 4 and 2 digits made
 /// with 32-bit arithmetic and digit-pair table lookups, so a time takes a few
 /// independent multiplications instead of a chain of five 64-bit divisions. Always
-/// inlined, with its helpers: called half a dozen times a line, the calls cost a sixth
-/// of the formatting thread.
+/// inlined, with its helpers: called half a dozen times a line, the calls were a large
+/// share of the formatting thread's work (docs/performance.md).
 #[inline(always)]
 pub(crate) fn push_u64<B: Sink>(buf: &mut B, v: u64) {
     if v < 100_000_000 {

@@ -108,8 +108,8 @@ impl<C> StateClock<C> {
     /// [`StateClock::finish`].
     ///
     /// Inlined into the consumers' per-item paths, the rare wait out of line: with the
-    /// wait in it, the compiler called it out of line, 1% of the summary's instructions
-    /// (callgrind).
+    /// wait in it, the compiler called it out of line, which the summary's instruction
+    /// count showed (docs/performance.md).
     #[inline(always)]
     pub fn end(&mut self, call: C, at: &Split, end: u64) -> Option<Split> {
         let to = self.at(end);

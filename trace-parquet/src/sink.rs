@@ -8,7 +8,7 @@
 //!
 //! The encoding runs on a thread of its own ([`Encoder`]), fed finished batches through a
 //! bounded queue: the timeline and the rows on one core, Parquet's encoding and zstd on
-//! another (they measured about half of the work each).
+//! another (each a large part of the work: docs/performance.md).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -111,7 +111,7 @@ fn escape(v: &str) -> String {
 ///   encoding in a column chunk where they do not.
 ///
 /// Column chunks carry min/max statistics of the times only, what engines prune row
-/// groups by (statistics of every column cost a tenth of the conversion).
+/// groups by (statistics of every column slowed the conversion: docs/performance.md).
 fn properties<T: Batch>(columns: &[&str]) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("level 1")))

@@ -368,7 +368,7 @@ fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
 /// descriptors this process may open: each probe of a process holds one (its perf event),
 /// and the first of each place two more (its anchor and link). Found out while attaching,
 /// the refusal came after detaching what was attached, one kernel grace period each
-/// (13 minutes for `libc:*`).
+/// (minutes for `libc:*`: docs/performance.md).
 fn check_descriptors(resolved: &[Resolved]) -> Result<()> {
     let needed: usize = resolved
         .iter()

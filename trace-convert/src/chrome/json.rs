@@ -4,8 +4,8 @@ use std::io::Write;
 
 use crate::fmt::{push_i64, push_u64, push_us};
 
-/// `,"name":`: a key after the first, made at compile time (appending it in pieces
-/// cost a quarter of the writer's time).
+/// `,"name":`: a key after the first, made at compile time (appended in pieces, keys
+/// were a large share of the writer's time: docs/performance.md).
 macro_rules! k {
     ($name:literal) => {
         concat!(",\"", $name, "\":")
@@ -21,8 +21,9 @@ macro_rules! first {
 
 pub(super) use {first, k};
 
-/// Appends the fields of an event, numbers without `fmt` (`write!` took half of a
-/// conversion's time): [`Json::head`], then `,"key":value` pairs with keys from [`k!`].
+/// Appends the fields of an event, numbers without `fmt` (`write!` was most of a
+/// conversion's time: docs/performance.md): [`Json::head`], then `,"key":value` pairs
+/// with keys from [`k!`].
 pub(super) struct Json<'a>(pub(super) &'a mut Vec<u8>);
 
 impl Json<'_> {

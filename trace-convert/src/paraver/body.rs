@@ -50,8 +50,8 @@ impl Out {
 }
 
 /// Sorts records on the converting thread and hands ordered batches to a formatting
-/// thread: formatting numbers is half the work of a conversion, and runs in parallel
-/// with merging and the state machine.
+/// thread: formatting numbers is a large part of a conversion's work
+/// (docs/performance.md), and runs in parallel with merging and the state machine.
 pub(super) struct BodyWriter {
     /// Events waiting to be written.
     pub(super) ev: Vec<Out>,
@@ -169,7 +169,8 @@ impl BodyWriter {
     }
 
     /// Inlined into the conversion loop: called once per item, the call and the copy
-    /// of the item into it were a fifth of this function's cost.
+    /// of the item into it were a large share of this function's cost
+    /// (docs/performance.md).
     #[inline(always)]
     pub(super) fn item(&mut self, tl: &Timeline, item: Item) -> Result<()> {
         match item {

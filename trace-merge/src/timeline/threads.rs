@@ -145,7 +145,8 @@ impl Timeline {
     ///
     /// Inlined into every arm of [`Timeline::feed`], with the fast paths of
     /// [`Timeline::lookup_on_cpu`] and [`Timeline::run`]: nearly every record is that of
-    /// its CPU's thread, already running there, and calls were a fifth of this path's cost.
+    /// its CPU's thread, already running there, and calls were a large share of this
+    /// path's cost (docs/performance.md).
     #[inline(always)]
     pub(super) fn acting(&mut self, m: &Merged) -> ThreadRef {
         let r = match self.lookup_on_cpu(m.ident, m.tid, m.cpu) {
