@@ -62,6 +62,8 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs a command: the command line's checks that need more than one option are in each
+/// command's function.
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Record {
@@ -75,34 +77,8 @@ fn run(cli: Cli) -> Result<()> {
             frequency,
         } => {
             let output = output.unwrap_or_else(|| "tracer.trace".into());
-            let mut opts = target.options(output, None, empty_probes)?;
-            if stacks && !opts.events.sched {
-                bail!("--stacks takes the blocking stacks at switches, which --events leaves out");
-            }
-            opts.stacks = stacks.then_some(frequency);
-            opts.trigger = match trigger {
-                Some(t) => Some(trigger::Trigger::parse(&t, after)?),
-                None => None,
-            };
-            if paraver.is_some() && opts.rotate.is_some() {
-                bail!("--paraver converts one file: with --rotate, convert the files you want afterwards");
-            }
-            let command = run_record(&opts)?;
-            if let Some(stem) = paraver {
-                let convert = trace_convert::Options {
-                    force: opts.force,
-                    ..Default::default()
-                };
-                let report = trace_convert::paraver::convert(
-                    std::slice::from_ref(&opts.output),
-                    &stem,
-                    &convert,
-                )?;
-                if !opts.quiet {
-                    eprintln!("{report}");
-                }
-            }
-            command
+            let opts = target.options(output, None, empty_probes)?;
+            record_command(opts, paraver, (trigger, after), stacks.then_some(frequency))
         }
         Command::Stat {
             target,
@@ -126,10 +102,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             let mut opts = target.options(output, Some(stat), empty_probes)?;
             opts.stacks = stacks.then_some(frequency);
-            if opts.rotate.is_some_and(|r| r.every < interval) {
-                bail!("--rotate must be at least the interval (a file ends with a window)");
-            }
-            run_record(&opts)?
+            stat_command(&opts, interval)
         }
         Command::Dump { file, salvage } => dump::dump(&file, salvage).map_err(salvage_hint),
         Command::Convert {
@@ -141,40 +114,9 @@ fn run(cli: Cli) -> Result<()> {
             start,
             end,
             salvage,
-        } => {
-            let parquet = matches!(to, Some(Format::Parquet))
-                || output
-                    .as_ref()
-                    .is_some_and(|o| o.extension() == Some("parquet".as_ref()));
-            if parquet {
-                if start.is_some() || end.is_some() {
-                    bail!("--start and --end apply to --to chrome and --to folded only");
-                }
-                if to.is_some_and(|t| t != Format::Parquet) {
-                    bail!("a .parquet output is Parquet tables but --to asks for another format");
-                }
-                let output = output.unwrap_or_else(|| files[0].with_extension("parquet"));
-                to_parquet(&files, &output, force, partition, salvage).map_err(salvage_hint)
-            } else if partition.is_some() {
-                bail!("--partition applies to --to parquet only")
-            } else {
-                convert(&files, to, output, force, (start, end), salvage).map_err(salvage_hint)
-            }
-        }
+        } => convert_command(&files, to, output, force, partition, (start, end), salvage),
         Command::Summary { files, view } if matches!(view.by.as_str(), "stack" | "stacks") => {
-            let merge = trace_merge::MergeOptions {
-                salvage: view.salvage,
-                ..Default::default()
-            };
-            let format: trace_summary::Format = view.format.parse()?;
-            if format == trace_summary::Format::Junit {
-                bail!("--by stack is a table, json or csv");
-            }
-            let summary = trace_summary::stacks::summarize(&files, &merge)
-                .map_err(|e| salvage_hint(e.into()))?;
-            let mut out = std::io::stdout().lock();
-            trace_summary::stacks::render(&summary, format, view.top, &mut out)?;
-            Ok(())
+            stack_summary(&files, &view)
         }
         Command::Summary { files, view } => {
             let opts = view.options()?;
@@ -197,6 +139,96 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Probes { pid, path, pattern } => probes::list(pid, path, pattern.as_deref()),
     }
+}
+
+/// `tracer record` with its checked options `opts`: `--stacks` at `stacks` Hz, a trigger
+/// (`--trigger`, `--after`), and its Paraver conversion (`--paraver`) once it ends.
+fn record_command(
+    mut opts: record::RecordOptions,
+    paraver: Option<PathBuf>,
+    (trigger, after): (Option<String>, Duration),
+    stacks: Option<u64>,
+) -> Result<()> {
+    if stacks.is_some() && !opts.events.sched {
+        bail!("--stacks takes the blocking stacks at switches, which --events leaves out");
+    }
+    opts.stacks = stacks;
+    opts.trigger = match trigger {
+        Some(t) => Some(trigger::Trigger::parse(&t, after)?),
+        None => None,
+    };
+    if paraver.is_some() && opts.rotate.is_some() {
+        bail!("--paraver converts one file: with --rotate, convert the files you want afterwards");
+    }
+    let command = run_record(&opts)?;
+    if let Some(stem) = paraver {
+        let convert = trace_convert::Options {
+            force: opts.force,
+            ..Default::default()
+        };
+        let report =
+            trace_convert::paraver::convert(std::slice::from_ref(&opts.output), &stem, &convert)?;
+        if !opts.quiet {
+            eprintln!("{report}");
+        }
+    }
+    command
+}
+
+/// `tracer stat` with its checked options `opts`, a window every `interval`.
+fn stat_command(opts: &record::RecordOptions, interval: Duration) -> Result<()> {
+    if opts.rotate.is_some_and(|r| r.every < interval) {
+        bail!("--rotate must be at least the interval (a file ends with a window)");
+    }
+    run_record(opts)?
+}
+
+/// `tracer convert`: Parquet tables when `--to parquet` or the output's extension says
+/// so, else one of the files' formats.
+fn convert_command(
+    files: &[PathBuf],
+    to: Option<Format>,
+    output: Option<PathBuf>,
+    force: bool,
+    partition: Option<trace_parquet::Partition>,
+    (start, end): (Option<Duration>, Option<Duration>),
+    salvage: bool,
+) -> Result<()> {
+    let parquet = matches!(to, Some(Format::Parquet))
+        || output
+            .as_ref()
+            .is_some_and(|o| o.extension() == Some("parquet".as_ref()));
+    if parquet {
+        if start.is_some() || end.is_some() {
+            bail!("--start and --end apply to --to chrome and --to folded only");
+        }
+        if to.is_some_and(|t| t != Format::Parquet) {
+            bail!("a .parquet output is Parquet tables but --to asks for another format");
+        }
+        let output = output.unwrap_or_else(|| files[0].with_extension("parquet"));
+        to_parquet(files, &output, force, partition, salvage).map_err(salvage_hint)
+    } else if partition.is_some() {
+        bail!("--partition applies to --to parquet only")
+    } else {
+        convert(files, to, output, force, (start, end), salvage).map_err(salvage_hint)
+    }
+}
+
+/// `tracer summary --by stack`.
+fn stack_summary(files: &[PathBuf], view: &View) -> Result<()> {
+    let merge = trace_merge::MergeOptions {
+        salvage: view.salvage,
+        ..Default::default()
+    };
+    let format: trace_summary::Format = view.format.parse()?;
+    if format == trace_summary::Format::Junit {
+        bail!("--by stack is a table, json or csv");
+    }
+    let summary =
+        trace_summary::stacks::summarize(files, &merge).map_err(|e| salvage_hint(e.into()))?;
+    let mut out = std::io::stdout().lock();
+    trace_summary::stacks::render(&summary, format, view.top, &mut out)?;
+    Ok(())
 }
 
 /// Records or counts, then prints what was done. What is left to return: the launched
