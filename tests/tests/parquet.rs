@@ -250,7 +250,8 @@ fn duckdb_over_the_parquet_of_a_recording_gives_the_summary() {
 
 /// The fleet recipe of docs/sql.md on a real `tracer stat` file: converted with
 /// `--partition host,date`, its query gives the stat summary's calls and time per
-/// function, and the fixture's own count of requests.
+/// function, and the fixture's own count of requests; its percentiles query over the
+/// `latencies` table gives the summary's p50, p99 and max within 1/32.
 #[test]
 fn the_fleet_recipe_over_a_stat_file_gives_its_summary() {
     let _serial = serial();
@@ -314,4 +315,26 @@ fn the_fleet_recipe_over_a_stat_file_gives_its_summary() {
         by_function["handle_request"].0,
         stats.handle_request as i128
     );
+
+    let query = blocks["fleet: latency percentiles per function (DuckDB)"].as_str();
+    let rows = duckdb(dir.path(), "", &[("p", query)].into_iter().collect());
+    assert_eq!(rows["p"].len(), functions.len());
+    for r in &rows["p"] {
+        let name = r["function"].as_str().unwrap();
+        let f = (functions.iter())
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in the summary"));
+        assert_eq!(num(&r["timed_calls"]), num(&f["timed_calls"]), "{name}");
+        for (sql, summary) in [
+            ("p50_ns", "p50_ns"),
+            ("p99_ns", "p99_ns"),
+            ("max_ns", "max_ns"),
+        ] {
+            let (q, s) = (num(&r[sql]), num(&f[summary]));
+            assert!(
+                q <= s && s <= q + q / 32,
+                "{name}: {sql} {q} by SQL, {s} by the summary"
+            );
+        }
+    }
 }

@@ -19,7 +19,7 @@ pub use container::{
     MAGIC, MAX_CHUNK, OLDEST_VERSION, SYNC,
 };
 pub use meta::{
-    latency_buckets, FuncWindow, KernelSymbol, LostCounts, Mapping, Probe, ProbeKind, ProcessInfo,
+    latency_buckets, wait_buckets, FuncWindow, KernelSymbol, LostCounts, Mapping, Probe, ProbeKind, ProcessInfo,
     ProcessMappings, StackDef, StackTable, StatWindow, SysWindow, ThreadInfo, ThreadWindow,
     TraceHeader, Trailer, WindowStack,
 };

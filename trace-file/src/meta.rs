@@ -414,6 +414,18 @@ pub fn latency_buckets<'a>(
     fine.chain(coarse).filter(|b| b.1 > 0)
 }
 
+/// A window's thread's waits for a CPU ([`ThreadWindow::wait_hist`]) as durations and how
+/// many waits stand at each: a log2 bucket at its middle.
+pub fn wait_buckets(wait_hist: &[u64]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    (wait_hist.iter().enumerate())
+        .map(|(b, &n)| {
+            // Only a damaged window has buckets past u64's range: they count as the last.
+            let lo = 1u64 << (b as u32).saturating_add(WAIT_HIST_SHIFT).min(63);
+            (lo + lo / 2, n)
+        })
+        .filter(|b| b.1 > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::latency_buckets;

@@ -9,7 +9,8 @@
 //!   from [`trace_merge::call_time`], as `trace-summary`'s), `syscalls`, `states` and
 //!   `links`;
 //! - from counting-mode files (`tracer stat`), `windows`: per window a row per function,
-//!   thread and system call, with the counts the summary adds up;
+//!   thread and system call, with the counts the summary adds up; and `latencies`, their
+//!   latency histograms, from which the summary's percentiles come;
 //! - from both, `threads`, `processes`, `probes` and `files`.
 //!
 //! Times are wall-clock nanoseconds since the Unix epoch (each host's monotonic clock
@@ -72,6 +73,7 @@ pub fn schema() -> Vec<(&'static str, Vec<ColumnDoc>)> {
         cols::<Probes>(),
         cols::<Files>(),
         cols::<Windows>(),
+        cols::<Latencies>(),
     ]
 }
 
@@ -166,6 +168,7 @@ pub(crate) struct Out {
     pub(crate) probes: Sink<Probes>,
     pub(crate) files: Sink<Files>,
     pub(crate) windows: Sink<Windows>,
+    pub(crate) latencies: Sink<Latencies>,
     /// Call ids handed out so far: ids are unique in the output.
     pub(crate) next_call: i64,
     /// Added to a host's connection ids, so that they are unique in the output.
@@ -184,6 +187,7 @@ impl Out {
             states: Sink::new(dir, partition, &e),
             links: Sink::new(dir, partition, &e),
             windows: Sink::new(dir, partition, &e),
+            latencies: Sink::new(dir, partition, &e),
             threads: Sink::new(dir, whole, &e),
             processes: Sink::new(dir, whole, &e),
             probes: Sink::new(dir, whole, &e),
@@ -211,7 +215,9 @@ impl Out {
                 $(drop(self.$t);)*
             };
         }
-        close!(calls, syscalls, states, links, threads, processes, probes, files, windows);
+        close!(
+            calls, syscalls, states, links, threads, processes, probes, files, windows, latencies
+        );
         let encoder = Arc::into_inner(self.encoder).expect("the sinks are gone");
         encoder.finish()?;
         let mut all: Vec<(PathBuf, u64)> = Vec::new();

@@ -8,7 +8,8 @@ use std::io::BufReader;
 use std::path::Path;
 
 use trace_file::{
-    ChunkKind, Probe, ProcessInfo, ReadOptions, Reader, StatWindow, ThreadInfo, TraceHeader,
+    latency_buckets, wait_buckets, ChunkKind, Probe, ProcessInfo, ReadOptions, Reader, StatWindow, ThreadInfo,
+    TraceHeader,
 };
 use trace_merge::sysclass;
 
@@ -211,6 +212,12 @@ fn window_rows(out: &mut Out, f: &StatFile, w: &StatWindow) -> Result<()> {
         b.total_ns.append_value(fw.total_ns as i64);
         zeros(b, 0..14);
         b.row();
+        let l = Latency {
+            kind: f.keys.function,
+            function: Some((name, binary)),
+            ..Latency::default()
+        };
+        latency_rows(out, f, w, &l, latency_buckets(&fw.buckets, &fw.hist))?;
     }
     for t in &w.threads {
         let name = if t.name.is_empty() {
@@ -252,6 +259,12 @@ fn window_rows(out: &mut Out, f: &StatFile, w: &StatWindow) -> Result<()> {
             col.append_value(v as i64);
         }
         b.row();
+        let l = Latency {
+            kind: f.keys.thread,
+            thread: Some((t.tgid, t.tid, name)),
+            ..Latency::default()
+        };
+        latency_rows(out, f, w, &l, wait_buckets(&t.wait_hist))?;
     }
     for c in &w.syscalls {
         let class = sysclass::class(c.nr);
@@ -280,6 +293,58 @@ fn window_rows(out: &mut Out, f: &StatFile, w: &StatWindow) -> Result<()> {
         };
         b.bytes_read.append_value(read as i64);
         b.bytes_written.append_value(written as i64);
+        b.row();
+        let l = Latency {
+            kind: f.keys.syscall,
+            syscall: Some((c.nr, name)),
+            ..Latency::default()
+        };
+        latency_rows(out, f, w, &l, latency_buckets(&c.buckets, &c.hist))?;
+    }
+    Ok(())
+}
+
+/// Whose latencies a row gives: its kind's key and its identity's columns.
+#[derive(Default)]
+struct Latency {
+    kind: i32,
+    /// Name and binary keys.
+    function: Option<(i32, i32)>,
+    /// Process id, thread id and name key.
+    thread: Option<(u32, u32, i32)>,
+    /// Number and name key.
+    syscall: Option<(u32, i32)>,
+}
+
+/// The `latencies` rows of one element of window `w`: a row per duration standing for
+/// calls (the summary's own reading of the buckets, `trace_file::latency_buckets`).
+fn latency_rows(
+    out: &mut Out,
+    f: &StatFile,
+    w: &StatWindow,
+    l: &Latency,
+    buckets: impl Iterator<Item = (u64, u64)>,
+) -> Result<()> {
+    let m2r = f.header.monotonic_to_realtime_ns;
+    let start = (w.start_ns as i64).saturating_add(m2r);
+    for (ns, count) in buckets {
+        let b = out.latencies.at(&mut out.strings, f.host, start)?;
+        b.host.push(f.host);
+        b.run.push(f.run);
+        b.kind.push(l.kind);
+        b.window_start_ns.append_value(start);
+        b.window_end_ns
+            .append_value((w.end_ns as i64).saturating_add(m2r));
+        b.window_start_mono_ns.append_value(w.start_ns as i64);
+        b.function.push_opt(l.function.map(|k| k.0));
+        b.binary.push_opt(l.function.map(|k| k.1));
+        b.pid.append_option(l.thread.map(|t| t.0 as i32));
+        b.tid.append_option(l.thread.map(|t| t.1 as i32));
+        b.thread.push_opt(l.thread.map(|t| t.2));
+        b.nr.append_option(l.syscall.map(|s| s.0 as i32));
+        b.syscall.push_opt(l.syscall.map(|s| s.1));
+        b.ns.append_value(i64::try_from(ns).unwrap_or(i64::MAX));
+        b.count.append_value(i64::try_from(count).unwrap_or(i64::MAX));
         b.row();
     }
     Ok(())

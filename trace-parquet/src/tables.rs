@@ -211,3 +211,26 @@ table! {
         bytes_written: I64,
     }
 }
+
+table! {
+    /// A stat file's latency histograms: per window, function, system call or thread (its
+    /// waits for a CPU), how many calls (or waits) took about how long; percentiles over
+    /// any set of windows, hosts or files are a cumulative sum away.
+    Latencies "latencies" {
+        host: Dict,
+        run: Dict,
+        kind: Dict,
+        window_start_ns: I64,
+        window_end_ns: I64,
+        window_start_mono_ns: I64,
+        function: Dict null,
+        binary: Dict null,
+        pid: I32 null,
+        tid: I32 null,
+        thread: Dict null,
+        nr: I32 null,
+        syscall: Dict null,
+        ns: I64,
+        count: I64,
+    }
+}

@@ -6,7 +6,6 @@
 
 use std::{collections::BTreeMap, fs::File, io::BufReader, path::PathBuf};
 
-use trace_file::meta::WAIT_HIST_SHIFT;
 use trace_file::{
     ChunkKind, Probe, ProbeKind, ReadOptions, Reader, StatWindow, ThreadInfo, TraceHeader,
 };
@@ -273,7 +272,9 @@ impl Acc {
                 let waits = s.ready_waits.get_or_insert(0);
                 t.wait_hist.iter().for_each(|&n| add(waits, n));
                 let h = self.waits.entry((t.tgid, t.tid)).or_default();
-                record_log2(h, &t.wait_hist, WAIT_HIST_SHIFT);
+                for (at, n) in trace_file::wait_buckets(&t.wait_hist) {
+                    h.record_n(at, n);
+                }
             }
             add(&mut s.syscalls, t.syscalls);
             add(&mut s.syscall_ns, t.syscall_ns);
@@ -410,15 +411,6 @@ fn finish_hist(h: &Histogram, s: &mut FunctionStats) {
     s.max_ns = h.max();
 }
 
-/// Adds the log2 buckets of a window to `h`, bucket `b` counting durations from
-/// `2^(b + shift)` ns, each at its bucket's middle.
-fn record_log2(h: &mut Histogram, buckets: &[u64], shift: u32) {
-    for (b, &n) in buckets.iter().enumerate() {
-        let lo = bucket(b as u32 + shift);
-        h.record_n(lo + lo / 2, n);
-    }
-}
-
 /// Adds a window's latency histogram to `h`, in whichever layout its file has.
 fn record_latencies(h: &mut Histogram, buckets: &[(u32, u64)], log2: &[u64]) {
     for (at, n) in trace_file::latency_buckets(buckets, log2) {
@@ -430,12 +422,6 @@ fn record_latencies(h: &mut Histogram, buckets: &[(u32, u64)], log2: &[u64]) {
 /// saturate.
 fn add(to: &mut u64, v: u64) {
     *to = to.saturating_add(v);
-}
-
-/// The lower bound of log2 bucket `b`; buckets past u64's range (only a damaged window has
-/// them) count as the last.
-fn bucket(b: u32) -> u64 {
-    1 << b.min(63)
 }
 
 /// With `tracer stat --sample N`, one call in N per function was recorded in full. Their
