@@ -187,12 +187,15 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
         stats.handle_request
     );
     assert_eq!(s.syscall("accept4").unwrap().calls, stats.connections);
-    // Each request sleeps 3 ms (and the timer's slack, 50 us): the median sleep, read
-    // from a bucket an eighth of its power of two wide, within 10% of that.
+    // Each request sleeps 3 ms: the median sleep, read from a bucket an eighth of its power
+    // of two wide, no shorter than that less a sixteenth; longer by the timer's slack
+    // (50 us) and the wait for a CPU after the wakeup (medians of 3.08-3.41 ms measured,
+    // the longer with fuzzers beside): within 4 ms. The buckets' precision is checked
+    // against a recording in the sampling test below.
     let sleep = s.syscall("clock_nanosleep").unwrap();
     assert_eq!(sleep.calls, stats.handle_request);
     assert!(
-        (2_750_000..3_350_000).contains(&sleep.p50_ns) && sleep.p99_ns <= sleep.max_ns,
+        (2_812_500..4_000_000).contains(&sleep.p50_ns) && sleep.p99_ns <= sleep.max_ns,
         "{sleep:?}"
     );
     let workers_running: u64 = s
@@ -201,6 +204,8 @@ fn counts_and_running_time_agree_with_ground_truth_and_windows_add_up() {
         .filter(|t| t.name.starts_with("worker"))
         .map(|t| t.running_ns)
         .sum();
+    // The spins are CPU time the kernel charged (measured 2.08-2.09x the nominal, the
+    // workers' own work beside the spins): two thirds of it is a floor nothing undercuts.
     assert!(workers_running > 3 * 50 * 1_500_000 * 2 / 3);
     // Waits for a CPU, counted and by length.
     let worker = (s.threads().iter())
@@ -362,6 +367,8 @@ fn a_sampled_state_split_agrees_with_a_full_trace() {
         };
         eprintln!("{}: p99 wait {est} ns counted, {exact} ns traced", t.name);
         if r.ready_waits.unwrap_or(0) >= 200 {
+            // Measured 0.80-1.44 over 16 workers in 5 runs (log2 buckets, read at their
+            // middles: within 1.5x by construction, and the p99 of two counts of waits).
             let ratio = est as f64 / exact.max(1) as f64;
             assert!((0.5..=2.0).contains(&ratio), "{}: {est} vs {exact}", t.name);
             checked += 1;
@@ -550,6 +557,7 @@ fn counts_are_exact_at_any_sampling_and_sampled_latencies_agree_with_exact_ones(
     let recorded = trace_summary::summarize(std::slice::from_ref(&trace)).unwrap();
     let recorded = recorded.function("handle_request").unwrap();
     assert_eq!(recorded.calls, stats.handle_request);
+    // Measured 1.000-1.029 (p50) and 1.000-1.024 (p99) in 4 runs.
     for (q, counted, truth) in [
         ("p50", exact.p50_ns, recorded.p50_ns),
         ("p99", exact.p99_ns, recorded.p99_ns),
@@ -563,20 +571,23 @@ fn counts_are_exact_at_any_sampling_and_sampled_latencies_agree_with_exact_ones(
     for s in &summaries[1..] {
         let f = s.function("handle_request").unwrap();
         assert!(f.estimated);
-        // The exact percentiles within the estimate's 95% intervals, widened by the
-        // histograms' resolution (an eighth each way).
-        for (q, ci, truth) in [
-            ("p50", f.p50_ci_ns.unwrap(), exact.p50_ns),
-            ("p99", f.p99_ci_ns.unwrap(), exact.p99_ns),
+        // The exact percentiles within the estimate's 95% intervals, widened: a 95%
+        // interval alone would fail one check in forty by design. Over 12 checks of each
+        // (4 runs, 3 samplings) the exact p50 was 1.062-1.131 of the interval's bounds
+        // inside them, the exact p99 down to 0.909 of its lower bound (a p99 from 19 to
+        // 171 timed calls): an eighth each way for p50, a quarter for p99.
+        for (q, ci, truth, slack) in [
+            ("p50", f.p50_ci_ns.unwrap(), exact.p50_ns, 8),
+            ("p99", f.p99_ci_ns.unwrap(), exact.p99_ns, 4),
         ] {
             assert!(
-                ci[0] - ci[0] / 8 <= truth && truth <= ci[1].saturating_add(ci[1] / 8),
+                ci[0] - ci[0] / slack <= truth && truth <= ci[1].saturating_add(ci[1] / slack),
                 "{q}: exact {truth} ns outside {ci:?} from {} timed calls",
                 f.timed_calls
             );
         }
         // The estimated total time, scaled from the timed calls, is the exact one's
-        // within the spread of a 1 ms sleep.
+        // within the spread of a 1 ms sleep (measured 0.95-1.045 in 12 checks).
         let r = f.inclusive_ns as f64 / exact.inclusive_ns as f64;
         assert!(
             (0.8..=1.25).contains(&r),
@@ -678,7 +689,8 @@ fn go_functions_are_counted_exactly_and_timed_by_goroutine() {
     // (a duration is placed within a sixteenth of its power of two).
     assert!(exact.min_ns >= 300_000 - 300_000 / 16, "{exact:?}");
 
-    // One call in 64 per CPU, its time scaled by the exact count.
+    // One call in 64 per CPU, its time scaled by the exact count (measured 0.964-1.032 of
+    // the exact in 4 runs).
     let every = summary("every");
     assert!(
         every.timed_calls.abs_diff(calls_made / 64) <= cpus,

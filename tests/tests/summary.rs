@@ -39,6 +39,8 @@ fn a_sleeping_handler_is_blocked_and_a_spinning_one_is_running() {
     let h = s.function("handle_request").unwrap();
     assert_eq!(h.calls, stats.handle_request);
     assert_eq!(h.errors, 0);
+    // Measured 5.05 ms a call, and 123-161x the running time (2 runs): a sleep is never
+    // shorter than asked, and 1.5 ms of slack leaves room for a loaded machine's wakeups.
     let per_call_blocked = h.blocked_ns / h.calls;
     assert!(
         (5_000_000..6_500_000).contains(&per_call_blocked),
@@ -76,6 +78,8 @@ fn a_sleeping_handler_is_blocked_and_a_spinning_one_is_running() {
     );
     let b = summarize(std::slice::from_ref(&busy)).unwrap();
     let h = b.function("handle_request").unwrap();
+    // A spin is CPU time: never less than asked (measured 1.022-1.026 ms a call, and
+    // blocked time all but none).
     assert!(
         h.running_ns / h.calls >= 1_000_000,
         "running {} ns per call for a 1 ms spin",
