@@ -7,9 +7,10 @@ use serde::{de::DeserializeOwned, Serialize};
 use trace_file::record::Comm;
 use trace_file::{
     Chunk, ChunkKind, End, Error, Event, EventChunkDecoder, EventChunkEncoder, LostCounts, Probe,
-    ProcessInfo, ReadOptions, Reader, Record, Skipped, StatWindow, ThreadInfo, TraceHeader,
-    Trailer,
+    ProcessInfo, ReadOptions, Reader, Record, Skipped, StackTable, StatWindow, ThreadInfo,
+    TraceHeader, Trailer,
 };
+use trace_merge::stacks::StackStore;
 
 /// The chunk reader over arbitrary bytes, strict and salvaging: it must never panic, hang
 /// or allocate beyond the input, and what it returns must be consistent.
@@ -179,8 +180,9 @@ fn normalize(e: Event) -> Event {
     }
 }
 
-/// Every JSON metadata chunk type over arbitrary bytes: decoding returns errors, never
-/// panics, and what decodes encodes back to the same value.
+/// Every JSON metadata chunk type over arbitrary bytes (the `Stacks` chunk's table too):
+/// decoding returns errors, never panics, and what decodes encodes back to the same
+/// value.
 pub fn meta(data: &[u8]) {
     let c = Chunk {
         kind: ChunkKind::Header,
@@ -194,9 +196,35 @@ pub fn meta(data: &[u8]) {
     check::<LostCounts>(&c);
     check::<Trailer>(&c);
     check::<StatWindow>(&c);
+    if let Some(t) = check::<StackTable>(&c) {
+        stack_store(t);
+    }
 }
 
-fn check<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(c: &Chunk) {
+/// A `Stacks` chunk's table as the readers keep it (`trace_merge::stacks::StackStore`),
+/// asked what names each frame of its stacks: whatever the ids, addresses and ranges, an
+/// answer is one the table holds.
+fn stack_store(t: StackTable) {
+    let mut store = StackStore::default();
+    let stacks = t.stacks.clone();
+    store.absorb(t);
+    for s in &stacks {
+        assert!(store.stack(s.id).is_some());
+        for &a in s.user.iter().take(64) {
+            if let Some(m) = store.mapping(s.tgid, a) {
+                assert!(m.start <= a && a < m.end);
+            }
+        }
+        for &a in s.kernel.iter().take(64) {
+            if let Some(k) = store.kernel_symbol(a) {
+                assert!(k.addr <= a && a < k.end);
+            }
+        }
+    }
+}
+
+/// Decodes `c` as a `T`: an error is one line; a value encodes back to itself.
+fn check<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(c: &Chunk) -> Option<T> {
     match c.meta::<T>() {
         Ok(v) => {
             let json = serde_json::to_vec(&v).unwrap();
@@ -206,7 +234,11 @@ fn check<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(c: &Chun
                 payload: json,
             };
             assert_eq!(again.meta::<T>().unwrap(), v);
+            Some(v)
         }
-        Err(e) => crate::one_line(&e),
+        Err(e) => {
+            crate::one_line(&e);
+            None
+        }
     }
 }

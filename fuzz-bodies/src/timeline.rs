@@ -46,9 +46,11 @@ impl trace_merge::Consumer for Check {
     }
 }
 
-/// A writer (Paraver, Trace Event Format or folded stacks: the input's length picks one,
-/// so that an input runs one writer and the target three times as many inputs) over
-/// arbitrary traces: an error is one line, never a panic.
+/// A writer (Paraver, Trace Event Format, folded stacks or Parquet tables: the input's
+/// length picks one, so that an input runs one writer and the target four times as many
+/// inputs) over arbitrary traces: an error is one line, never a panic. A length of 3
+/// modulo 4 is Parquet's; the others pick among the first three by the length modulo 3,
+/// as before Parquet was added, so the committed inputs of those three keep their writer.
 pub fn writers(data: &[u8]) {
     let Some(t) = Traces::write(data) else {
         return;
@@ -72,16 +74,42 @@ pub fn writers(data: &[u8]) {
         Tuning::default()
     };
     let out = |name: &str| t.dir().join(name);
-    report(match data.len() % 3 {
-        0 => paraver::convert_tuned(&t.paths, &out("p"), &opts, &tuning).map(|r| r.to_string()),
-        1 => chrome::convert(&t.paths, &out("c.json"), &opts).map(|r| r.to_string()),
-        _ => folded::convert(&t.paths, &out("f.folded"), &opts).map(|r| r.to_string()),
-    });
+    match (data.len() % 4, data.len() % 3) {
+        (3, _) => parquet(&t, &out("t.parquet")),
+        (_, 0) => report(
+            paraver::convert_tuned(&t.paths, &out("p"), &opts, &tuning).map(|r| r.to_string()),
+        ),
+        (_, 1) => report(chrome::convert(&t.paths, &out("c.json"), &opts).map(|r| r.to_string())),
+        _ => report(folded::convert(&t.paths, &out("f.folded"), &opts).map(|r| r.to_string())),
+    }
 }
 
 fn report(r: trace_convert::Result<String>) {
     if let Err(e) = r {
         one_line(&e);
+    }
+}
+
+/// The Parquet tables of `t` in the directory `out`: written whole (the `files` table is
+/// there), or an error of one line and no directory at all.
+fn parquet(t: &Traces, out: &std::path::Path) {
+    let opts = trace_parquet::Options {
+        force: true,
+        merge: t.knobs.merge.clone(),
+        partition: trace_parquet::Partition {
+            host: t.knobs.small_tuning,
+            date: t.knobs.view % 2 == 1,
+        },
+    };
+    match trace_parquet::convert(&t.paths, out, &opts) {
+        Ok(r) => {
+            let _ = r.to_string();
+            assert!(out.join("files.parquet").is_file(), "{}", out.display());
+        }
+        Err(e) => {
+            one_line(&e);
+            assert!(!out.exists(), "a failed conversion left {}", out.display());
+        }
     }
 }
 
