@@ -8,8 +8,8 @@ use std::io::BufReader;
 use std::path::Path;
 
 use trace_file::{
-    latency_buckets, wait_buckets, ChunkKind, Probe, ProcessInfo, ReadOptions, Reader, StatWindow, ThreadInfo,
-    TraceHeader,
+    latency_buckets, wait_buckets, ChunkKind, FuncWindow, Probe, ProcessInfo, ReadOptions, Reader,
+    StatWindow, SysWindow, ThreadInfo, ThreadWindow, TraceHeader,
 };
 use trace_merge::sysclass;
 
@@ -172,141 +172,24 @@ fn process_name(f: &StatFile, pid: u32) -> String {
         .unwrap_or_default()
 }
 
-/// One window's rows: a row per function, thread and system call.
+/// One window's rows: in `windows` a row per function, thread and system call, and in
+/// `latencies` their histograms.
 fn window_rows(out: &mut Out, f: &StatFile, w: &StatWindow) -> Result<()> {
-    let m2r = f.header.monotonic_to_realtime_ns;
-    let (start, end) = (
-        (w.start_ns as i64).saturating_add(m2r),
-        (w.end_ns as i64).saturating_add(m2r),
-    );
-    // Every column but the row's own figures.
-    macro_rules! row {
-        ($b:ident, $kind:expr) => {
-            $b.host.push(f.host);
-            $b.run.push(f.run);
-            $b.kind.push($kind);
-            $b.window_start_ns.append_value(start);
-            $b.window_end_ns.append_value(end);
-            $b.window_start_mono_ns.append_value(w.start_ns as i64);
-        };
-    }
     for fw in &w.functions {
-        // As the summary: a function not in the probe table is not shown.
-        let Some(p) = f.probes.iter().find(|p| p.id == fw.id) else {
-            continue;
-        };
-        let s = &mut out.strings;
-        let (name, binary) = (s.key(&p.name), s.key(&p.binary));
-        let b = out.windows.at(s, f.host, start)?;
-        row!(b, f.keys.function);
-        b.function.push(name);
-        b.binary.push(binary);
-        b.pid.append_null();
-        b.tid.append_null();
-        b.thread.push_opt(None);
-        b.nr.append_null();
-        b.syscall.push_opt(None);
-        b.calls.append_value(fw.calls as i64);
-        b.timed_calls.append_value(fw.timed_calls() as i64);
-        b.errors.append_value(fw.errors as i64);
-        b.total_ns.append_value(fw.total_ns as i64);
-        zeros(b, 0..14);
-        b.row();
-        let l = Latency {
-            kind: f.keys.function,
-            function: Some((name, binary)),
-            ..Latency::default()
-        };
-        latency_rows(out, f, w, &l, latency_buckets(&fw.buckets, &fw.hist))?;
+        function_rows(out, f, w, fw)?;
     }
     for t in &w.threads {
-        let name = if t.name.is_empty() {
-            (f.threads.iter().find(|x| x.tid == t.tid)).map_or("", |x| x.name.as_str())
-        } else {
-            t.name.as_str()
-        };
-        let s = &mut out.strings;
-        let name = s.key(name);
-        let b = out.windows.at(s, f.host, start)?;
-        row!(b, f.keys.thread);
-        b.function.push_opt(None);
-        b.binary.push_opt(None);
-        b.pid.append_value(t.tgid as i32);
-        b.tid.append_value(t.tid as i32);
-        b.thread.push(name);
-        b.nr.append_null();
-        b.syscall.push_opt(None);
-        b.calls.append_value(0);
-        b.timed_calls.append_value(0);
-        b.errors.append_value(0);
-        b.total_ns.append_value(0);
-        for (col, v) in [
-            (&mut b.running_ns, t.running_ns),
-            (&mut b.ready_ns, t.ready_ns),
-            (&mut b.blocked_ns, t.blocked_ns),
-            (&mut b.io_ns, t.io_ns),
-            (&mut b.voluntary_switches, t.voluntary),
-            (&mut b.involuntary_switches, t.involuntary),
-            (&mut b.wakeups_sent, t.wakeups_sent),
-            (&mut b.wakeups_received, t.wakeups_received),
-            (&mut b.migrations, t.migrations),
-            (&mut b.ready_waits, t.wait_hist.iter().sum()),
-            (&mut b.syscalls, t.syscalls),
-            (&mut b.syscall_ns, t.syscall_ns),
-            (&mut b.bytes_read, 0),
-            (&mut b.bytes_written, 0),
-        ] {
-            col.append_value(v as i64);
-        }
-        b.row();
-        let l = Latency {
-            kind: f.keys.thread,
-            thread: Some((t.tgid, t.tid, name)),
-            ..Latency::default()
-        };
-        latency_rows(out, f, w, &l, wait_buckets(&t.wait_hist))?;
+        thread_rows(out, f, w, t)?;
     }
     for c in &w.syscalls {
-        let class = sysclass::class(c.nr);
-        let s = &mut out.strings;
-        let name = s.key(&sysclass::name(c.nr));
-        let b = out.windows.at(s, f.host, start)?;
-        row!(b, f.keys.syscall);
-        b.function.push_opt(None);
-        b.binary.push_opt(None);
-        b.pid.append_null();
-        b.tid.append_null();
-        b.thread.push_opt(None);
-        b.nr.append_value(c.nr as i32);
-        b.syscall.push(name);
-        b.calls.append_value(c.calls as i64);
-        b.timed_calls.append_value(c.calls as i64);
-        b.errors.append_value(c.errors as i64);
-        b.total_ns.append_value(c.total_ns as i64);
-        zeros(b, 0..12);
-        let (read, written) = if class.reads {
-            (c.positive_sum, 0)
-        } else if class.writes {
-            (0, c.positive_sum)
-        } else {
-            (0, 0)
-        };
-        b.bytes_read.append_value(read as i64);
-        b.bytes_written.append_value(written as i64);
-        b.row();
-        let l = Latency {
-            kind: f.keys.syscall,
-            syscall: Some((c.nr, name)),
-            ..Latency::default()
-        };
-        latency_rows(out, f, w, &l, latency_buckets(&c.buckets, &c.hist))?;
+        syscall_rows(out, f, w, c)?;
     }
     Ok(())
 }
 
-/// Whose latencies a row gives: its kind's key and its identity's columns.
+/// Whose figures a row gives: its kind's key and the identity columns of that kind.
 #[derive(Default)]
-struct Latency {
+struct Element {
     kind: i32,
     /// Name and binary keys.
     function: Option<(i32, i32)>,
@@ -316,35 +199,141 @@ struct Latency {
     syscall: Option<(u32, i32)>,
 }
 
+/// Pushes the columns of a `windows` or `latencies` row that say when and whose: the
+/// window, then the element's identity (null where its kind has none).
+macro_rules! identity {
+    ($b:expr, $f:expr, $w:expr, $e:expr) => {{
+        let m2r = $f.header.monotonic_to_realtime_ns;
+        $b.host.push($f.host);
+        $b.run.push($f.run);
+        $b.kind.push($e.kind);
+        $b.window_start_ns
+            .append_value(($w.start_ns as i64).saturating_add(m2r));
+        $b.window_end_ns
+            .append_value(($w.end_ns as i64).saturating_add(m2r));
+        $b.window_start_mono_ns.append_value($w.start_ns as i64);
+        $b.function.push_opt($e.function.map(|k| k.0));
+        $b.binary.push_opt($e.function.map(|k| k.1));
+        $b.pid.append_option($e.thread.map(|t| t.0 as i32));
+        $b.tid.append_option($e.thread.map(|t| t.1 as i32));
+        $b.thread.push_opt($e.thread.map(|t| t.2));
+        $b.nr.append_option($e.syscall.map(|s| s.0 as i32));
+        $b.syscall.push_opt($e.syscall.map(|s| s.1));
+    }};
+}
+
+/// The window's start, wall clock: where its rows are partitioned.
+fn wall_start(f: &StatFile, w: &StatWindow) -> i64 {
+    (w.start_ns as i64).saturating_add(f.header.monotonic_to_realtime_ns)
+}
+
+fn function_rows(out: &mut Out, f: &StatFile, w: &StatWindow, fw: &FuncWindow) -> Result<()> {
+    // As the summary: a function not in the probe table is not shown.
+    let Some(p) = f.probes.iter().find(|p| p.id == fw.id) else {
+        return Ok(());
+    };
+    let s = &mut out.strings;
+    let e = Element {
+        kind: f.keys.function,
+        function: Some((s.key(&p.name), s.key(&p.binary))),
+        ..Element::default()
+    };
+    let b = out.windows.at(s, f.host, wall_start(f, w))?;
+    identity!(b, f, w, e);
+    b.calls.append_value(fw.calls as i64);
+    b.timed_calls.append_value(fw.timed_calls() as i64);
+    b.errors.append_value(fw.errors as i64);
+    b.total_ns.append_value(fw.total_ns as i64);
+    zeros(b, 0..14);
+    b.row();
+    latency_rows(out, f, w, &e, latency_buckets(&fw.buckets, &fw.hist))
+}
+
+fn thread_rows(out: &mut Out, f: &StatFile, w: &StatWindow, t: &ThreadWindow) -> Result<()> {
+    let name = if t.name.is_empty() {
+        (f.threads.iter().find(|x| x.tid == t.tid)).map_or("", |x| x.name.as_str())
+    } else {
+        t.name.as_str()
+    };
+    let s = &mut out.strings;
+    let e = Element {
+        kind: f.keys.thread,
+        thread: Some((t.tgid, t.tid, s.key(name))),
+        ..Element::default()
+    };
+    let b = out.windows.at(s, f.host, wall_start(f, w))?;
+    identity!(b, f, w, e);
+    b.calls.append_value(0);
+    b.timed_calls.append_value(0);
+    b.errors.append_value(0);
+    b.total_ns.append_value(0);
+    for (col, v) in [
+        (&mut b.running_ns, t.running_ns),
+        (&mut b.ready_ns, t.ready_ns),
+        (&mut b.blocked_ns, t.blocked_ns),
+        (&mut b.io_ns, t.io_ns),
+        (&mut b.voluntary_switches, t.voluntary),
+        (&mut b.involuntary_switches, t.involuntary),
+        (&mut b.wakeups_sent, t.wakeups_sent),
+        (&mut b.wakeups_received, t.wakeups_received),
+        (&mut b.migrations, t.migrations),
+        (&mut b.ready_waits, t.wait_hist.iter().sum()),
+        (&mut b.syscalls, t.syscalls),
+        (&mut b.syscall_ns, t.syscall_ns),
+        (&mut b.bytes_read, 0),
+        (&mut b.bytes_written, 0),
+    ] {
+        col.append_value(v as i64);
+    }
+    b.row();
+    latency_rows(out, f, w, &e, wait_buckets(&t.wait_hist))
+}
+
+fn syscall_rows(out: &mut Out, f: &StatFile, w: &StatWindow, c: &SysWindow) -> Result<()> {
+    let class = sysclass::class(c.nr);
+    let s = &mut out.strings;
+    let e = Element {
+        kind: f.keys.syscall,
+        syscall: Some((c.nr, s.key(&sysclass::name(c.nr)))),
+        ..Element::default()
+    };
+    let b = out.windows.at(s, f.host, wall_start(f, w))?;
+    identity!(b, f, w, e);
+    b.calls.append_value(c.calls as i64);
+    b.timed_calls.append_value(c.calls as i64);
+    b.errors.append_value(c.errors as i64);
+    b.total_ns.append_value(c.total_ns as i64);
+    zeros(b, 0..12);
+    let (read, written) = if class.reads {
+        (c.positive_sum, 0)
+    } else if class.writes {
+        (0, c.positive_sum)
+    } else {
+        (0, 0)
+    };
+    b.bytes_read.append_value(read as i64);
+    b.bytes_written.append_value(written as i64);
+    b.row();
+    latency_rows(out, f, w, &e, latency_buckets(&c.buckets, &c.hist))
+}
+
 /// The `latencies` rows of one element of window `w`: a row per duration standing for
 /// calls (the summary's own reading of the buckets, `trace_file::latency_buckets`).
 fn latency_rows(
     out: &mut Out,
     f: &StatFile,
     w: &StatWindow,
-    l: &Latency,
+    e: &Element,
     buckets: impl Iterator<Item = (u64, u64)>,
 ) -> Result<()> {
-    let m2r = f.header.monotonic_to_realtime_ns;
-    let start = (w.start_ns as i64).saturating_add(m2r);
     for (ns, count) in buckets {
-        let b = out.latencies.at(&mut out.strings, f.host, start)?;
-        b.host.push(f.host);
-        b.run.push(f.run);
-        b.kind.push(l.kind);
-        b.window_start_ns.append_value(start);
-        b.window_end_ns
-            .append_value((w.end_ns as i64).saturating_add(m2r));
-        b.window_start_mono_ns.append_value(w.start_ns as i64);
-        b.function.push_opt(l.function.map(|k| k.0));
-        b.binary.push_opt(l.function.map(|k| k.1));
-        b.pid.append_option(l.thread.map(|t| t.0 as i32));
-        b.tid.append_option(l.thread.map(|t| t.1 as i32));
-        b.thread.push_opt(l.thread.map(|t| t.2));
-        b.nr.append_option(l.syscall.map(|s| s.0 as i32));
-        b.syscall.push_opt(l.syscall.map(|s| s.1));
+        let b = out
+            .latencies
+            .at(&mut out.strings, f.host, wall_start(f, w))?;
+        identity!(b, f, w, e);
         b.ns.append_value(i64::try_from(ns).unwrap_or(i64::MAX));
-        b.count.append_value(i64::try_from(count).unwrap_or(i64::MAX));
+        b.count
+            .append_value(i64::try_from(count).unwrap_or(i64::MAX));
         b.row();
     }
     Ok(())
