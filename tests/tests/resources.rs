@@ -8,6 +8,7 @@ use std::{
     collections::{HashMap, HashSet},
     fs::File,
     path::Path,
+    process::Command,
     time::Duration,
 };
 
@@ -305,6 +306,38 @@ fn a_fork_storm_is_recorded_process_by_process() {
         "{forks} forks: {n} creations, {} exits, {calls} calls of work() recorded",
         ended.len()
     );
+}
+
+/// Children that exit while the tracer walks the tree and attaches their probes: a paced
+/// fork storm runs while `record --pid ROOT` starts, with a library function probed (a
+/// library's probes are attached process by process). A child found by the walk and gone
+/// before its probes is skipped, not an error that ends the recording; the traced root's
+/// calls are recorded.
+#[test]
+fn children_exiting_during_the_walk_do_not_stop_the_recording() {
+    let _serial = serial();
+    for _ in 0..3 {
+        // 300 children, each forking 3 of its own, each process sleeping 300 us: a few
+        // processes alive at any time, each for a millisecond or two.
+        let mut fx = Piped::spawn(&build_fixture("forkstorm"), &["300", "3", "300"]);
+        let pid = fx.pid();
+        fx.send(b"g");
+        std::thread::sleep(Duration::from_millis(100));
+        let dir = tmp();
+        let out = dir.path().join("t.trace");
+        let rec = Command::new(tracer_bin())
+            .args(["record", "-q", "-d", "300ms", "-u", "libc:getppid", "-o"])
+            .arg(&out)
+            .args(["--pid", &pid.to_string()])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&rec.stderr);
+        assert!(rec.status.success(), "{said}");
+        let t = read_trace(&out);
+        assert_eq!(t.lost, 0);
+        fx.numbers("FORKS", Duration::from_secs(60));
+        assert!(fx.wait(Duration::from_secs(10)).success());
+    }
 }
 
 /// A process that execs another program mid-recording, from its main thread and from

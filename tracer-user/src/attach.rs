@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use trace_file::Probe;
 
 use symbolizer::{Exit, Language};
@@ -63,6 +63,8 @@ pub struct Probes {
     /// Processes whose exec removed their perf events (it raised their privileges), so
     /// their probes were attached again: calls before that were not seen.
     pub exec_dropped: u64,
+    /// Probes not attached to a process that exited while they were being attached.
+    pub exited_while_attaching: u64,
 }
 
 impl Probes {
@@ -86,6 +88,7 @@ impl Probes {
             uncertain: 0,
             second_hand: 0,
             exec_dropped: 0,
+            exited_while_attaching: 0,
         };
         let mut table = Vec::new();
         if p.resolved.is_empty() {
@@ -102,8 +105,15 @@ impl Probes {
                 .filter_map(|pid| pid.or(launched))
                 .collect();
             for pid in pids {
-                p.attach_one(kernel, i, pid, Part::Whole)
-                    .with_context(|| format!("probing {}", p.resolved[i].point.name()))?;
+                match p.attach_one(kernel, i, pid, Part::Whole) {
+                    Ok(()) => {}
+                    // Exited since it was found (a worker replaced while the tree was
+                    // walked): there is nothing left to probe, and its end is recorded.
+                    Err(_) if !procfs::alive(pid) => p.exited_while_attaching += 1,
+                    Err(e) => {
+                        return Err(e.context(format!("probing {}", p.resolved[i].point.name())))
+                    }
+                }
             }
             table.push(crate::probes::table_entry(id, &p.resolved[i].point));
         }
@@ -111,119 +121,55 @@ impl Probes {
     }
 
     fn attach_one(&mut self, kernel: &mut Kernel, i: usize, pid: u32, part: Part) -> Result<()> {
-        let (id, inherit) = (i as u32 + 1, self.inherit);
+        let id = i as u32 + 1;
         let start = clock::monotonic_ns();
-        let point = &self.resolved[i].point;
-        let binary = point.binary().to_path_buf();
-        let sessions = kernel.sessions();
-        // Machine-wide on a process's own executable, the programs keeping to traced
-        // processes: its forks (and, with a traced cgroup, the processes entering it) are
-        // probed before they run. In a library, for this process only: a machine-wide
-        // probe there would trap every process on the machine.
-        let everywhere = match point {
-            Point::Function(f) if f.exit != Exit::Uretprobe => kernel.machine_wide(),
-            Point::Function(_) => sessions || kernel.machine_wide(),
-            Point::Usdt(_) => false,
-        } && procfs::exe_identity(pid) == file_identity(&binary);
+        let everywhere = self.machine_wide(kernel, i, pid);
         if everywhere && !self.everywhere.insert(i) {
             // Attached already, for every process.
             self.by_process.entry(pid).or_default().push((id, 0, 0));
             return Ok(());
         }
-        let target = if everywhere { 0 } else { pid };
         // Every call's return probed anyway (`--exact-latency`): in a library, a uretprobe
         // that forks inherit times their calls from the first, where a session is the
         // process's alone.
-        let sessions = sessions && (everywhere || !(inherit && kernel.every_call_timed()));
-        let apart = !everywhere && sessions && inherit;
-        let ret_i32 = match point {
-            Point::Function(f) if f.returns_i32 => tracer_abi::COOKIE_RET_I32,
-            _ => 0,
+        let sessions =
+            kernel.sessions() && (everywhere || !(self.inherit && kernel.every_call_timed()));
+        let how = How {
+            target: if everywhere { 0 } else { pid },
+            sessions,
+            apart: !everywhere && sessions && self.inherit,
+            inherit: self.inherit,
+            part,
         };
-        let cookie = |prog| match (prog, point) {
-            (
-                Prog::FrameEntry
-                | Prog::FrameReturn
-                | Prog::FrameTail
-                | Prog::FrameThrough
-                | Prog::FrameThroughTail,
-                Point::Function(f),
-            ) if f.stacks_switch => id as u64 | tracer_abi::COOKIE_STACKS_SWITCH | ret_i32,
-            (Prog::Session, _) if apart => id as u64 | tracer_abi::COOKIE_COUNTED_APART | ret_i32,
-            _ => id as u64 | ret_i32,
-        };
-        let mut at = |prog, offset, ref_ctr| {
-            let cookie = cookie(prog);
-            kernel.attach_probe(prog, &binary, offset, ref_ctr, cookie, target, inherit)
-        };
-        match point {
-            // Counting mode: a session, the return probed only when the entry asks.
-            Point::Function(f) if f.exit == Exit::Uretprobe && sessions => {
-                if !everywhere {
-                    self.per_process.insert(i);
-                }
-                if apart && part != Part::Session {
-                    at(Prog::Count, f.file_offset, None)?;
-                }
-                if part != Part::Counter {
-                    at(Prog::Session, f.file_offset, None)?;
-                }
-                if part == Part::Session {
-                    return Ok(());
-                }
+        let point = &self.resolved[i].point;
+        if let Point::Function(f) = point {
+            if f.exit == Exit::Uretprobe && sessions && !everywhere {
+                self.per_process.insert(i);
             }
-            // Returns first: a call whose entry is recorded then always has its return
-            // probed, where the other order leaves the calls entered in between open
-            // until the end.
-            Point::Function(f) => match &f.exit {
-                Exit::Returns { rets, .. } if f.language == Language::Go => {
-                    for &r in rets {
-                        at(Prog::GoReturn, r, None)?;
-                    }
-                    // An entry probe placed past the first instruction is on the
-                    // stack check's branch (see symbolizer's Go placement).
-                    let entry = match f.skipped {
-                        0 => Prog::GoEntry,
-                        _ => Prog::GoEntryCheck,
-                    };
-                    at(entry, f.file_offset, None)?;
-                }
-                Exit::Returns { rets, tails } => {
-                    // A function whose entry probe's instruction leaves it has one probe
-                    // for both.
-                    let entry = f.file_offset;
-                    for &r in rets {
-                        match r == entry {
-                            true => at(Prog::FrameThrough, r, None)?,
-                            false => at(Prog::FrameReturn, r, None)?,
-                        }
-                    }
-                    for &t in tails {
-                        match t == entry {
-                            true => at(Prog::FrameThroughTail, t, None)?,
-                            false => at(Prog::FrameTail, t, None)?,
-                        }
-                    }
-                    if !rets.contains(&entry) && !tails.contains(&entry) {
-                        at(Prog::FrameEntry, entry, None)?;
-                    }
-                }
-                _ => {
-                    at(Prog::Return, f.file_offset, None)?;
-                    at(Prog::Entry, f.file_offset, None)?;
-                }
-            },
-            Point::Usdt(u) => {
-                let sem = (u.semaphore_offset != 0).then_some(u.semaphore_offset);
-                at(Prog::Usdt, u.file_offset, sem)?;
-            }
+        }
+        if !attach_point(kernel, id, point, &how)? {
+            return Ok(());
         }
         let end = clock::monotonic_ns();
         self.by_process
             .entry(pid)
             .or_default()
-            .push((i as u32 + 1, start, end));
+            .push((id, start, end));
         Ok(())
+    }
+
+    /// Whether function `i` is probed machine-wide for process `pid`: on a process's own
+    /// executable, the programs keeping to traced processes, so that its forks (and, with
+    /// a traced cgroup, the processes entering it) are probed before they run. In a
+    /// library, for this process only: a machine-wide probe there would trap every
+    /// process on the machine.
+    fn machine_wide(&self, kernel: &Kernel, i: usize, pid: u32) -> bool {
+        let point = &self.resolved[i].point;
+        (match point {
+            Point::Function(f) if f.exit != Exit::Uretprobe => kernel.machine_wide(),
+            Point::Function(_) => kernel.sessions() || kernel.machine_wide(),
+            Point::Usdt(_) => false,
+        }) && procfs::exe_identity(pid) == file_identity(point.binary())
     }
 
     /// A process created by a traced one: its parent's probes that existed when it was
@@ -392,4 +338,115 @@ fn check_descriptors(resolved: &[Resolved]) -> Result<()> {
         resolved.len()
     );
     Ok(())
+}
+
+/// How [`attach_point`] attaches a function's probes.
+struct How {
+    /// The process probed, 0 for every process running the file.
+    target: u32,
+    /// Counting mode's uprobe sessions are used.
+    sessions: bool,
+    /// A session only times: the calls are counted by an entry probe forks inherit.
+    apart: bool,
+    inherit: bool,
+    part: Part,
+}
+
+/// The cookie of program `prog` for function `id` probed at `point`.
+fn cookie(prog: Prog, id: u32, point: &Point, apart: bool) -> u64 {
+    let ret_i32 = match point {
+        Point::Function(f) if f.returns_i32 => tracer_abi::COOKIE_RET_I32,
+        _ => 0,
+    };
+    match (prog, point) {
+        (
+            Prog::FrameEntry
+            | Prog::FrameReturn
+            | Prog::FrameTail
+            | Prog::FrameThrough
+            | Prog::FrameThroughTail,
+            Point::Function(f),
+        ) if f.stacks_switch => id as u64 | tracer_abi::COOKIE_STACKS_SWITCH | ret_i32,
+        (Prog::Session, _) if apart => id as u64 | tracer_abi::COOKIE_COUNTED_APART | ret_i32,
+        _ => id as u64 | ret_i32,
+    }
+}
+
+/// Attaches the probes of function `id` at `point` as `how` says; false when only a
+/// session was asked for (the process's counter being in place already).
+fn attach_point(kernel: &mut Kernel, id: u32, point: &Point, how: &How) -> Result<bool> {
+    let binary = point.binary().to_path_buf();
+    let mut at = |prog, offset, ref_ctr| {
+        let cookie = cookie(prog, id, point, how.apart);
+        kernel.attach_probe(
+            prog,
+            &binary,
+            offset,
+            ref_ctr,
+            cookie,
+            how.target,
+            how.inherit,
+        )
+    };
+    let part = how.part;
+    match point {
+        // Counting mode: a session, the return probed only when the entry asks.
+        Point::Function(f) if f.exit == Exit::Uretprobe && how.sessions => {
+            if how.apart && part != Part::Session {
+                at(Prog::Count, f.file_offset, None)?;
+            }
+            if part != Part::Counter {
+                at(Prog::Session, f.file_offset, None)?;
+            }
+            if part == Part::Session {
+                return Ok(false);
+            }
+        }
+        // Returns first: a call whose entry is recorded then always has its return
+        // probed, where the other order leaves the calls entered in between open until
+        // the end.
+        Point::Function(f) => match &f.exit {
+            Exit::Returns { rets, .. } if f.language == Language::Go => {
+                for &r in rets {
+                    at(Prog::GoReturn, r, None)?;
+                }
+                // An entry probe placed past the first instruction is on the stack
+                // check's branch (see symbolizer's Go placement).
+                let entry = match f.skipped {
+                    0 => Prog::GoEntry,
+                    _ => Prog::GoEntryCheck,
+                };
+                at(entry, f.file_offset, None)?;
+            }
+            Exit::Returns { rets, tails } => {
+                // A function whose entry probe's instruction leaves it has one probe for
+                // both.
+                let entry = f.file_offset;
+                for &r in rets {
+                    match r == entry {
+                        true => at(Prog::FrameThrough, r, None)?,
+                        false => at(Prog::FrameReturn, r, None)?,
+                    }
+                }
+                for &t in tails {
+                    match t == entry {
+                        true => at(Prog::FrameThroughTail, t, None)?,
+                        false => at(Prog::FrameTail, t, None)?,
+                    }
+                }
+                if !rets.contains(&entry) && !tails.contains(&entry) {
+                    at(Prog::FrameEntry, entry, None)?;
+                }
+            }
+            _ => {
+                at(Prog::Return, f.file_offset, None)?;
+                at(Prog::Entry, f.file_offset, None)?;
+            }
+        },
+        Point::Usdt(u) => {
+            let sem = (u.semaphore_offset != 0).then_some(u.semaphore_offset);
+            at(Prog::Usdt, u.file_offset, sem)?;
+        }
+    }
+    Ok(true)
 }

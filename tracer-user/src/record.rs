@@ -272,6 +272,7 @@ impl<'a> Run<'a> {
             uncertain_probes: self.s.probes.uncertain,
             second_hand_probes: self.s.probes.second_hand,
             exec_dropped_probes: self.s.probes.exec_dropped,
+            exited_while_attaching: self.s.probes.exited_while_attaching,
             stacks_cut: self
                 .d
                 .stacks

@@ -42,6 +42,8 @@ pub struct RecordSummary {
     pub second_hand_probes: u64,
     /// Processes whose exec removed their probes, attached again (see `attach`).
     pub exec_dropped_probes: u64,
+    /// Probes not attached to a process that exited while they were being attached.
+    pub exited_while_attaching: u64,
     /// With `--stacks`: stacks whose user frames were cut short, by reason.
     pub stacks_cut: BTreeMap<String, u64>,
     /// Counting mode: timed Go calls that had not returned at the end.
@@ -182,6 +184,13 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
             out,
             "  {} processes inherited their probes from a process that had inherited them: the kernel may drop the breakpoints of both, at their exit (seen on Linux 6.18, perf record -p too): calls in library functions of those processes and of their parents after that may be missing",
             s.second_hand_probes
+        )?;
+    }
+    if s.exited_while_attaching > 0 {
+        writeln!(
+            out,
+            "  {} probes were not attached to processes that exited meanwhile (found at attach, gone before their probes)",
+            s.exited_while_attaching
         )?;
     }
     if s.exec_dropped_probes > 0 {
