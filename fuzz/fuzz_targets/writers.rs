@@ -1,4 +1,4 @@
-//! The Paraver, Trace Event Format and folded-stack writers over arbitrary traces. The body is `fuzz_bodies::writers`.
+//! The Paraver, Trace Event Format, folded-stack and Parquet writers over arbitrary traces. The body is `fuzz_bodies::writers`.
 
 #![no_main]
 
