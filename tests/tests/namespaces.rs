@@ -15,7 +15,8 @@ use tracer_tests::*;
 
 /// `unshare --pid --fork --mount-proc tracer record -- server`: the server's calls as it
 /// counts them, and its threads' scheduler, system call and wakeup records, under the
-/// namespace's ids.
+/// namespace's ids; the file keeps the kernel's ids of its processes and threads beside
+/// them, as /proc outside the namespace gives them.
 #[test]
 fn a_recorder_in_its_own_pid_namespace_records_every_event_class_by_the_namespace_ids() {
     let _serial = serial();
@@ -44,6 +45,8 @@ fn a_recorder_in_its_own_pid_namespace_records_every_event_class_by_the_namespac
             break p.trim().parse().unwrap();
         }
     };
+    // The server's id outside the namespace: the process whose NSpid ends with a small id.
+    let host_pid = host_pid_of(&server).expect("the server is not in /proc");
     let report = load(port, 4, 50, 512, 2, Duration::from_secs(30));
     let stats = lines
         .map_while(Result::ok)
@@ -62,8 +65,15 @@ fn a_recorder_in_its_own_pid_namespace_records_every_event_class_by_the_namespac
     // The namespace's ids: the recorder is 1 there, the server one of the next few (the
     // recorder may have run `ldconfig -p` first, to find the command's libraries), where
     // the machine's own ids are in the thousands.
-    let server_pid = t.processes.iter().find(|p| p.launched).unwrap().tgid;
+    let launched = t.processes.iter().find(|p| p.launched).unwrap();
+    let server_pid = launched.tgid;
     assert!((2..10).contains(&server_pid), "{:?}", t.processes);
+    assert_eq!(launched.host_pid, Some(host_pid.0), "{launched:?}");
+    assert_eq!(server_pid, host_pid.1);
+    let main = (t.threads.iter())
+        .find(|th| th.tid == server_pid)
+        .expect("the server's main thread in the Threads chunk");
+    assert_eq!(main.host_tid, Some(host_pid.0), "{main:?}");
     let workers: BTreeSet<u32> = (t.records.iter())
         .filter_map(|r| match &r.event {
             Event::NewTask {
@@ -95,4 +105,32 @@ fn a_recorder_in_its_own_pid_namespace_records_every_event_class_by_the_namespac
         entries_by_workers, calls,
         "calls by other tids than the workers'"
     );
+}
+
+/// The ids, outside and inside its PID namespace, of the process running `exe` that is in
+/// a namespace of its own: /proc's `NSpid` line (`NSpid: HOST ... NS`).
+fn host_pid_of(exe: &std::path::Path) -> Option<(u32, u32)> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read_link(e.path().join("exe")).ok().as_deref() != Some(exe) {
+            continue;
+        }
+        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        let ids: Vec<u32> = (status.lines())
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .map(|v| {
+                v.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let [host, .., inner] = ids[..] {
+            if host == pid && ids.len() > 1 {
+                return Some((host, inner));
+            }
+        }
+    }
+    None
 }

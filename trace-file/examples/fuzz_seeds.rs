@@ -154,6 +154,7 @@ fn process() -> ProcessInfo {
         exe: "/usr/bin/server".into(),
         cmdline: vec!["server".into(), "--port".into(), "8080".into()],
         launched: true,
+        host_pid: None,
     }
 }
 
@@ -164,6 +165,7 @@ fn threads() -> Vec<ThreadInfo> {
             tid: 1000 + i,
             name: format!("worker-{i}"),
             state: ['S', 'R', 'D'][i as usize],
+            host_tid: None,
         })
         .collect()
 }

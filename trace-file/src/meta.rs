@@ -44,6 +44,10 @@ pub struct ProcessInfo {
     pub cmdline: Vec<String>,
     /// True when the recorder started it (`tracer record -- CMD`).
     pub launched: bool,
+    /// Its id in the kernel's first PID namespace, when the recorder ran in another one
+    /// (a container's), whose ids `tgid` and the records give.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_pid: Option<u32>,
 }
 
 /// A thread that existed when recording started (later ones arrive as `NewTask` records).
@@ -57,6 +61,10 @@ pub struct ThreadInfo {
     pub name: String,
     /// The state letter of /proc/PID/task/TID/stat at start (R, S, D, ...).
     pub state: char,
+    /// Its id in the kernel's first PID namespace, when the recorder ran in another one
+    /// (a container's), whose ids `tid` and the records give.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_tid: Option<u32>,
 }
 
 /// Part of the file's stack table: the definitions a [`crate::ChunkKind::Stacks`] chunk

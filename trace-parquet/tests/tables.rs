@@ -594,12 +594,14 @@ fn stat_file(path: &Path, host: &str, windows: u64) {
             tid: 10,
             name: "srv".into(),
             state: 'S',
+            host_tid: None,
         },
         ThreadInfo {
             tgid: 10,
             tid: 11,
             name: "worker".into(),
             state: 'S',
+            host_tid: None,
         },
     ];
     w.meta(ChunkKind::Threads, &threads).unwrap();

@@ -71,6 +71,7 @@ impl TraceBuilder {
             exe: exe.into(),
             cmdline: vec![exe.into()],
             launched: false,
+            host_pid: None,
         });
         self
     }
@@ -82,6 +83,7 @@ impl TraceBuilder {
             tid,
             name: name.into(),
             state,
+            host_tid: None,
         });
         self
     }

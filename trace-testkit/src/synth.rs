@@ -129,6 +129,7 @@ pub fn synthesize(path: &Path, n: u64) -> std::io::Result<()> {
         exe: "/srv/bench-server".into(),
         cmdline: vec![],
         launched: true,
+        host_pid: None,
     };
     w.meta(ChunkKind::Process, &proc_)
         .map_err(std::io::Error::other)?;
@@ -142,6 +143,7 @@ pub fn synthesize(path: &Path, n: u64) -> std::io::Result<()> {
                 format!("worker-{i}")
             },
             state: 'S',
+            host_tid: None,
         })
         .collect();
     w.meta(ChunkKind::Threads, &threads)

@@ -74,8 +74,9 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
             let p: ProcessInfo = chunk.meta()?;
             writeln!(
                 out,
-                "# process tgid={} exe={} launched={} cmdline={}",
+                "# process tgid={}{} exe={} launched={} cmdline={}",
                 p.tgid,
+                host_id("pid", p.host_pid),
                 one_line(&p.exe),
                 p.launched,
                 one_line(&p.cmdline.join(" "))
@@ -86,9 +87,10 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
             for t in threads {
                 writeln!(
                     out,
-                    "# thread tgid={} tid={} state={} name={}",
+                    "# thread tgid={} tid={}{} state={} name={}",
                     t.tgid,
                     t.tid,
+                    host_id("tid", t.host_tid),
                     t.state,
                     one_line(&t.name)
                 )?;
@@ -222,6 +224,11 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
         ChunkKind::Unknown(code) => writeln!(out, "# unknown chunk kind {code}")?,
     }
     Ok(())
+}
+
+/// ` host_pid=N` (or tid) when the file keeps the kernel's id beside the container's.
+fn host_id(what: &str, id: Option<u32>) -> String {
+    id.map_or(String::new(), |id| format!(" host_{what}={id}"))
 }
 
 /// A region a salvaging read stepped over, as a `# damaged` line says it.

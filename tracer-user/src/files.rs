@@ -10,9 +10,13 @@ use std::{
 };
 
 use anyhow::{anyhow, Context, Result};
-use trace_file::{ChunkKind, Event, Probe, ThreadInfo, TraceHeader, Trailer, Writer};
+use trace_file::{ChunkKind, Event, Probe, ProcessInfo, ThreadInfo, TraceHeader, Trailer, Writer};
 
-use crate::{drain::Drain, kernel::Losses, output, procfs};
+use crate::{
+    drain::Drain,
+    kernel::{Kernel, Losses},
+    output,
+};
 
 /// The writer of the file being written.
 pub type TraceWriter = Writer<BufWriter<File>>;
@@ -21,21 +25,35 @@ pub type TraceWriter = Writer<BufWriter<File>>;
 #[derive(Clone)]
 pub struct Preamble {
     pub header: TraceHeader,
-    /// The traced processes at start.
-    pub pids: Vec<u32>,
     /// The one launched by the recorder, if any.
     pub launched: Option<u32>,
     pub probes: Vec<Probe>,
 }
 
 impl Preamble {
-    /// Starts a file: header, processes, the threads as of now, probes.
-    pub fn write(&self, file: File, threads: &[ThreadInfo]) -> Result<TraceWriter> {
+    /// What a file says of the processes `pids` and their threads, as of now.
+    pub fn traced(&self, kernel: &mut Kernel, pids: &[u32]) -> (Vec<ProcessInfo>, Vec<ThreadInfo>) {
+        let processes = (pids.iter())
+            .map(|&pid| kernel.process_info(pid, self.launched == Some(pid)))
+            .collect();
+        let threads = pids
+            .iter()
+            .flat_map(|&pid| kernel.thread_infos(pid))
+            .collect();
+        (processes, threads)
+    }
+
+    /// Starts a file: header, processes, their threads as of now, probes.
+    pub fn write(
+        &self,
+        file: File,
+        processes: &[ProcessInfo],
+        threads: &[ThreadInfo],
+    ) -> Result<TraceWriter> {
         let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file))?;
         w.meta(ChunkKind::Header, &self.header)?;
-        for &pid in &self.pids {
-            let launched_here = self.launched == Some(pid);
-            w.meta(ChunkKind::Process, &procfs::process(pid, launched_here))?;
+        for p in processes {
+            w.meta(ChunkKind::Process, p)?;
         }
         w.meta(ChunkKind::Threads, &threads)?;
         w.meta(ChunkKind::Probes, &self.probes)?;
@@ -124,7 +142,7 @@ impl Files {
         d: &mut Drain,
         losses: Losses,
         preamble: &Preamble,
-        pids: &[u32],
+        traced: &(Vec<ProcessInfo>, Vec<ThreadInfo>),
         start_ns: u64,
         base: &Path,
         force: bool,
@@ -134,12 +152,7 @@ impl Files {
         self.finish(d, &losses, "rotated", crate::clock::monotonic_ns())?;
         let path = segment_path(base, SystemTime::now());
         let file = output::create_exclusive(&path, force)?;
-        let mut threads = Vec::new();
-        for &pid in pids {
-            threads.extend(procfs::threads(pid).unwrap_or_default());
-        }
         let mut next = preamble.clone();
-        next.pids = pids.to_vec();
         next.header.start_ns = start_ns;
         next.header.part = self.written as u32 + 1;
         next.header.monotonic_to_realtime_ns = crate::clock::monotonic_to_realtime();
@@ -152,7 +165,7 @@ impl Files {
             // grow by one path per rotation for as long as the run lasts.
             self.older.push_back(previous);
         }
-        d.w = next.write(file, &threads)?;
+        d.w = next.write(file, &traced.0, &traced.1)?;
         if let Some(s) = &mut d.stacks {
             s.restart();
         }

@@ -113,6 +113,7 @@ pub fn threads(pid: u32) -> Result<Vec<ThreadInfo>> {
             tid,
             name,
             state,
+            host_tid: None,
         });
     }
     out.sort_by_key(|t| t.tid);
@@ -137,6 +138,7 @@ pub fn process(pid: u32, launched: bool) -> ProcessInfo {
         exe,
         cmdline,
         launched,
+        host_pid: None,
     }
 }
 

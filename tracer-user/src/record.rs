@@ -245,7 +245,10 @@ impl<'a> Run<'a> {
         tree.settle();
         // Processes created since the loop last looked: their Process chunks too.
         for fork in tree.take_changes().forks {
-            d.w.meta(ChunkKind::Process, &procfs::process(fork.child, false))?;
+            d.w.meta(
+                ChunkKind::Process,
+                &s.kernel.process_info(fork.child, false),
+            )?;
         }
         d.flush_all()?;
         let after = s.kernel.losses()?.since(&kernel_at_end).total();
@@ -355,7 +358,7 @@ impl<'a> Run<'a> {
                     .probes
                     .adopt_newcomer(&mut self.s.kernel, fork.child)?,
             }
-            let info = procfs::process(fork.child, false);
+            let info = self.s.kernel.process_info(fork.child, false);
             self.d.w.meta(ChunkKind::Process, &info)?;
         }
         for &pid in &changes.execs {
@@ -412,11 +415,12 @@ impl<'a> Run<'a> {
         };
         let losses = losses(&self.s.kernel, &self.d)?;
         let pids: Vec<u32> = self.tree.live().iter().copied().collect();
+        let traced = self.s.preamble.traced(&mut self.s.kernel, &pids);
         self.files.rotate(
             &mut self.d,
             losses,
             &self.s.preamble,
-            &pids,
+            &traced,
             start_ns,
             &self.opts.output,
             self.opts.force,

@@ -5,7 +5,7 @@
 use std::{path::PathBuf, time::SystemTime};
 
 use anyhow::{anyhow, bail, Result};
-use trace_file::{Probe, ThreadInfo, TraceHeader};
+use trace_file::{Probe, ProcessInfo, ThreadInfo, TraceHeader};
 
 use crate::{
     attach::Probes,
@@ -124,8 +124,11 @@ impl Session {
         if n >= crate::kernel::SLOW_DETACH {
             eprintln!("tracer: warning: {n} uprobes attached per process (functions of libraries, USDT probes): stopping undoes them one at a time, a kernel grace period each (tens to hundreds of ms), and slows other tracers' stops meanwhile");
         }
-        let preamble = preamble(opts, cpus, &pids, launched.as_ref(), table);
-        let writer = preamble.write(file, &threads)?;
+        let preamble = preamble(opts, cpus, launched.as_ref(), table);
+        let processes: Vec<ProcessInfo> = (pids.iter())
+            .map(|&pid| kernel.process_info(pid, preamble.launched == Some(pid)))
+            .collect();
+        let writer = preamble.write(file, &processes, &threads)?;
         if let Some(l) = &launched {
             l.release();
         }
@@ -260,7 +263,7 @@ fn seed_threads(
     let mut threads = Vec::new();
     for &pid in pids {
         // A descendant that exited since it was found has no threads left to list.
-        for t in procfs::threads(pid).unwrap_or_default() {
+        for t in kernel.thread_infos(pid) {
             kernel.trace_thread(t.tid, pid)?;
             if counting {
                 let seed = tracer_abi::ThreadSched {
@@ -282,7 +285,6 @@ fn seed_threads(
 fn preamble(
     opts: &RecordOptions,
     cpus: u32,
-    pids: &[u32],
     launched: Option<&Launched>,
     probes: Vec<Probe>,
 ) -> Preamble {
@@ -310,7 +312,6 @@ fn preamble(
             },
             part: opts.rotate.map_or(0, |_| 1),
         },
-        pids: pids.to_vec(),
         launched: launched.map(|l| l.pid),
         probes,
     }

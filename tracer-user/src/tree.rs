@@ -169,6 +169,7 @@ mod tests {
             tid: 10,
             name: "master".into(),
             state: 'S',
+            host_tid: None,
         }];
         let mut t = Tree::new(&[10], &threads);
         let new = |child_tid, child_tgid| Event::NewTask {

@@ -101,6 +101,7 @@ fn sample(version: u32, events_per_chunk: u64) -> Vec<u8> {
         tid: 100,
         name: "main".into(),
         state: 'S',
+        host_tid: None,
     }];
     w.meta(ChunkKind::Threads, &threads).unwrap();
     for (i, cpu) in [0, 1, 0].into_iter().enumerate() {

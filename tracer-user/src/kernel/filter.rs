@@ -11,9 +11,11 @@ use aya::{
     Btf,
 };
 use rustc_hash::FxHashMap;
+use trace_file::{ProcessInfo, ThreadInfo};
 use tracer_abi::{NsIds, ThreadSched, ID_HINT_SLOTS};
 
 use super::Kernel;
+use crate::procfs;
 
 /// The kernel's ids of the tasks of the recorder's PID namespace, which the filter needs:
 /// the recorder knows them by that namespace's ids.
@@ -88,6 +90,32 @@ impl Kernel {
         // A task created since the iterator last ran: run it again.
         self.learn_namespace()?;
         Ok(known(self))
+    }
+
+    /// The kernel's id of the task the recorder knows as `id`, when the recorder is in a
+    /// container's PID namespace (None outside one, or for a task that is gone): the file
+    /// keeps it beside the namespace's ids, which the records give.
+    pub fn host_id(&mut self, id: u32) -> Option<u32> {
+        self.pidns.as_ref()?;
+        self.kernel_id(id).ok().flatten()
+    }
+
+    /// What /proc says of process `pid`, with its kernel's id (see [`Kernel::host_id`]).
+    pub fn process_info(&mut self, pid: u32, launched: bool) -> ProcessInfo {
+        ProcessInfo {
+            host_pid: self.host_id(pid),
+            ..procfs::process(pid, launched)
+        }
+    }
+
+    /// The threads /proc lists of process `pid`, with their kernel's ids (none when it is
+    /// gone).
+    pub fn thread_infos(&mut self, pid: u32) -> Vec<ThreadInfo> {
+        let mut threads = procfs::threads(pid).unwrap_or_default();
+        for t in &mut threads {
+            t.host_tid = self.host_id(t.tid);
+        }
+        threads
     }
 
     /// The ids the recorder knows the kernel's threads by, as of now.
