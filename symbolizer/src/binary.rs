@@ -38,6 +38,8 @@ pub(crate) struct Binary {
     starts: OnceCell<FunctionStarts>,
     dwarf: OnceCell<Option<DwarfCtx>>,
     go: OnceCell<Option<GoBinary>>,
+    /// Where its goroutines' status changes are probed (Go binaries).
+    go_status: OnceCell<Option<u64>>,
     /// Go function and file names, by where their bytes are in the mapping.
     go_names: Interner,
 }
@@ -65,6 +67,7 @@ impl Binary {
             starts: OnceCell::new(),
             dwarf: OnceCell::new(),
             go: OnceCell::new(),
+            go_status: OnceCell::new(),
             go_names: Interner::default(),
         }
     }
@@ -72,6 +75,11 @@ impl Binary {
     /// Go facts, for a Go binary.
     pub fn go(&self) -> Option<&GoBinary> {
         self.go.get_or_init(|| GoBinary::load(&self.elf)).as_ref()
+    }
+
+    /// Where this Go binary's goroutine status changes are probed, if they can be.
+    pub fn go_status_probe(&self) -> Option<u64> {
+        *(self.go_status).get_or_init(|| self.go()?.status_probe(&self.elf).ok())
     }
 
     pub fn symbols(&self) -> &SymbolIndex {
@@ -204,6 +212,10 @@ impl Binary {
             unprobeable: p.refused,
             stacks_switch: false,
             returns_i32,
+            go_status: match (language, detail) {
+                (Language::Go, Detail::Probe) => self.go_status_probe(),
+                _ => None,
+            },
             language,
             exit,
         })

@@ -115,6 +115,10 @@ pub struct FunctionMatch {
     pub returns_i32: bool,
     /// What the function is compiled from, which decides how its returns can be probed.
     pub language: Language,
+    /// A Go function's binary: the file offset where its goroutines' status changes are
+    /// probed (in `runtime.casgstatus`, where its arguments are in their registers, on an
+    /// instruction uprobes emulate), when it can be.
+    pub go_status: Option<u64>,
     /// How to probe the function's returns.
     pub exit: Exit,
 }

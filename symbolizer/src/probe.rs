@@ -114,6 +114,41 @@ fn moved_entry(code: &[u8], start: usize, avoid: impl Fn(u64) -> bool) -> Option
     fallback
 }
 
+/// Instructions at most run natively before a probe that reads a function's arguments.
+const MAX_BEFORE_ARGS: usize = 12;
+
+/// The offset in a function (`code`, all of it) of the first instruction uprobes emulate,
+/// for a probe that reads the function's arguments in `args` at entry: every instruction
+/// before it leaves them as they were and goes on to the next (a frame set up, arguments
+/// spilled), and no branch of the function lands after the entry up to it (the probe
+/// would fire again in the same call). None when no such instruction is near the entry.
+pub(crate) fn args_entry(code: &[u8], args: &[Register]) -> Option<u64> {
+    let mut d = Decoder::with_ip(64, code, 0, DecoderOptions::NONE);
+    let mut info = InstructionInfoFactory::new();
+    for _ in 0..MAX_BEFORE_ARGS {
+        if !d.can_decode() {
+            return None;
+        }
+        let ins = d.decode();
+        if ins.is_invalid() {
+            return None;
+        }
+        let at = ins.ip() as usize;
+        let c = &code[at..];
+        if is_emulated(c) && !kernel_refuses(c) && lands_nowhere(code, 0, at) {
+            return Some(at as u64);
+        }
+        let writes = info.info(&ins).used_registers().iter().any(|u| {
+            args.contains(&u.register().full_register())
+                && !matches!(u.access(), OpAccess::Read | OpAccess::CondRead)
+        });
+        if writes || ins.flow_control() != FlowControl::Next {
+            return None;
+        }
+    }
+    None
+}
+
 /// Whether the kernel refuses a uprobe on the instruction `c` starts with: x86's uprobes
 /// refuse a lock prefix and the es, cs, ss and ds segment prefixes. It says so when the
 /// probe is attached to a running process; when the binary is mapped later (a launched

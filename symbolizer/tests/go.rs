@@ -363,6 +363,43 @@ fn go_probe_placement_matches_objdump() {
 }
 
 /// The symbol objdump prints for `addr` in its `<...>` annotations.
+/// The goroutine status probe of a Go binary is inside `runtime.casgstatus`, on the
+/// first instruction objdump shows there that uprobes emulate (a nop or a branch), with
+/// no instruction before it writing RAX, RBX or RCX (its arguments).
+#[test]
+fn the_goroutine_status_probe_is_in_casgstatus_before_its_arguments_change() {
+    for b in go_builds() {
+        let t = path(&b.stripped);
+        let handler = one(&t, "main.handler");
+        let casg = one(&t, "runtime.casgstatus");
+        let at = handler
+            .go_status
+            .expect("a status probe in a Go 1.17+ binary");
+        let func_off = casg.file_offset - casg.skipped;
+        assert!((func_off..func_off + casg.size).contains(&at), "{at:#x}");
+        let code = objdump(&b.full, casg.address, casg.address + casg.size);
+        let probe_addr = casg.address + (at - func_off);
+        let i = code
+            .iter()
+            .position(|(a, _)| *a == probe_addr)
+            .expect("on an instruction");
+        let ins = &code[i].1;
+        assert!(ins.starts_with("nop") || ins.starts_with('j'), "{ins}");
+        for (_, before) in &code[..i] {
+            // AT&T: the destination is last; bt, cmp and test only read theirs.
+            let reads_only = ["bt", "cmp", "test"].iter().any(|m| before.starts_with(m));
+            let dest = if reads_only {
+                ""
+            } else {
+                before.rsplit(',').next().unwrap_or("")
+            };
+            for r in ["%rax", "%eax", "%rbx", "%ebx", "%rcx", "%ecx"] {
+                assert!(!(before.contains(',') && dest == r), "{before} writes {r}");
+            }
+        }
+    }
+}
+
 fn spec_symbol(bin: &Path, addr: u64) -> String {
     let l = run(Command::new("objdump").args([
         "-d",

@@ -108,7 +108,7 @@ pub struct ServerOptions {
     /// file, spinning and late threads do not apply) instead of worker threads.
     pub processes: Option<usize>,
     /// Serve from the Go server (`goworker/main.go`: a goroutine per connection, stripped
-    /// binary; only `sleep_us` applies; its function is `main.handle`).
+    /// binary; only `sleep_us` and `spin_us` apply; its function is `main.handle`).
     pub go: bool,
     /// Start the server in this cgroup v2 directory (it enters it before it executes).
     pub cgroup: Option<PathBuf>,
@@ -211,8 +211,10 @@ impl Server {
             }
         };
         cmd.args(["--sleep-us", &opts.sleep_us.to_string()]);
-        // The Go server has no other option (Go's flag package takes --name as -name).
-        if !opts.go {
+        // Go's flag package takes --name as -name.
+        if opts.go {
+            cmd.args(["--spin-us", &opts.spin_us.to_string()]);
+        } else {
             if let Some(n) = opts.max_requests {
                 cmd.args(["--max-requests", &n.to_string()]);
             }

@@ -375,6 +375,59 @@ fn goroutine(r: &trace_file::Record) -> u64 {
     }
 }
 
+/// Where a Go call's time went, from its goroutine's status (Go's scheduler's changes,
+/// probed in `runtime.casgstatus`), as for a C function from its thread's states: a
+/// handler sleeping 300 us is blocked at least that long a call; one spinning 1 ms is on
+/// the CPU (or preempted, ready) that long and hardly blocked; in both, the parts add up
+/// to the calls' time.
+#[test]
+fn a_go_calls_time_is_split_by_where_its_goroutine_was() {
+    let _serial = serial();
+    for (sleep_us, spin_us) in [(300, 0), (0, 1000)] {
+        let server = Server::start(&ServerOptions {
+            go: true,
+            sleep_us,
+            spin_us,
+            ..Default::default()
+        })
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("t.trace");
+        let rec = start_tracer("record", server.pid(), &out, &["-u", "main.handle"]);
+        let report = load(server.port(), 8, 100, 2048, 4, Duration::from_secs(60));
+        stop_tracer(rec);
+        let stats = server.stop().unwrap();
+        assert_eq!((report.requests, report.errors), (800, 0));
+        let s = trace_summary::summarize(std::slice::from_ref(&out)).unwrap();
+        let f = s.function("main.handle").unwrap();
+        assert_eq!(f.calls, stats.handle_request);
+        assert!(f.goroutine && f.goroutine_split, "{f:?}");
+        let parts = f.running_ns + f.ready_ns + f.blocked_ns + f.io_ns;
+        let what = format!(
+            "sleep {sleep_us} us, spin {spin_us} us: {} calls, {} ns in all, running {} ready {} blocked {} io {}",
+            f.calls, f.inclusive_ns, f.running_ns, f.ready_ns, f.blocked_ns, f.io_ns
+        );
+        // Every part of a call's time is somewhere: measured 0.9999-1.0000.
+        assert!(
+            parts as f64 >= 0.99 * f.inclusive_ns as f64 && parts <= f.inclusive_ns,
+            "{what}"
+        );
+        let calls = f.calls;
+        if sleep_us > 0 {
+            assert!(f.blocked_ns >= calls * sleep_us * 1000, "{what}");
+            assert!(f.running_ns > 0, "{what}");
+        } else {
+            // A spin measured on the wall clock: on the CPU, or preempted.
+            assert!(
+                f.running_ns + f.ready_ns >= calls * spin_us * 1000,
+                "{what}"
+            );
+            assert!(f.blocked_ns * 20 <= f.inclusive_ns, "{what}");
+        }
+        eprintln!("{what}");
+    }
+}
+
 /// A Go function whose goroutine's stack grows while it recurses: the entry probe sits on
 /// the stack check's branch, which every pass through the entry hits (the first, and the
 /// one after each growth); the program records a call once, when the branch is not taken.

@@ -211,7 +211,8 @@ impl Stacks {
             Item::Func(Span {
                 goroutine: Some(_), ..
             })
-            | Item::Mark(_) => {}
+            | Item::Mark(_)
+            | Item::GoStatus(_) => {}
             Item::FuncEntry {
                 thread, time, func, ..
             } => {

@@ -145,6 +145,7 @@ fn header(mode: &str) -> TraceHeader {
         mode: mode.into(),
         run: String::new(),
         part: 0,
+        go_status: false,
     }
 }
 

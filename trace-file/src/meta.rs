@@ -31,6 +31,10 @@ pub struct TraceHeader {
     /// 1-based number of this file in its run.
     #[serde(default)]
     pub part: u32,
+    /// Go's goroutine status changes are recorded (`go_status` records, from format
+    /// version 6): a Go call's time has a state split.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub go_status: bool,
 }
 
 /// A traced process.

@@ -169,6 +169,16 @@ pub enum Event {
         /// The stack's id.
         stack: u32,
     },
+    /// Go's scheduler changed goroutine `g`'s status (`tracer_abi::go_status`) on the
+    /// record's thread: a goroutine starting to run runs there.
+    GoStatus {
+        /// The goroutine (its `g` pointer).
+        g: u64,
+        /// Its status before.
+        old: u32,
+        /// Its status after.
+        new: u32,
+    },
 }
 
 /// One event with its time, thread and CPU.
@@ -223,6 +233,7 @@ impl Event {
             Event::BlockStack { .. } => BLOCK_STACK,
             Event::FrameEntry { .. } => FRAME_ENTRY,
             Event::FrameExit { .. } => FRAME_EXIT,
+            Event::GoStatus { .. } => GO_STATUS,
         }) as u8
     }
 
@@ -336,6 +347,14 @@ impl Event {
                     func: r.func,
                     sp: r.sp,
                     ret: (r.tail == 0).then_some(r.ret),
+                }
+            }
+            abi::kind::GO_STATUS => {
+                let r: abi::GoStatus = read(bytes)?;
+                Event::GoStatus {
+                    g: r.g,
+                    old: r.old,
+                    new: r.new,
                 }
             }
             abi::kind::SAMPLE | abi::kind::BLOCK_STACK => {

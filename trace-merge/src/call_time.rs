@@ -13,12 +13,18 @@
 //! most ends happen while the thread runs (the record is its own), so the open interval's
 //! state is known then: running since its [`Item::OnCpu`](crate::timeline::Item::OnCpu).
 //! The one exception is a call cut by the end of the trace: the timeline closes the call
-//! before the thread's final interval, so its split waits for that interval. Go calls have
-//! no split: a goroutine moves between threads behind the kernel's back.
+//! before the thread's final interval, so its split waits for that interval.
+//!
+//! A goroutine moves between threads behind the kernel's back, so a Go call's split is
+//! its goroutine's [`GoroutineClocks`]: while the goroutine runs (or is in a system call)
+//! on a thread, that thread's states; while it is runnable on a run queue, ready; while
+//! it waits in the runtime (a channel, a lock, the network poller, a sleep), blocked. It
+//! needs the Go scheduler's status changes ([`Item::GoStatus`](crate::timeline::Item::GoStatus),
+//! recordings that say so in their header); without them a Go call has no split.
 
 use rustc_hash::FxHashMap;
 
-use crate::timeline::{Span, StateInterval, ThreadState};
+use crate::timeline::{GoStatusChange, Span, StateInterval, ThreadState};
 
 /// The parts of a split: running, ready, blocked, I/O, other.
 pub const SPLIT: usize = 5;
@@ -292,10 +298,11 @@ impl<K> Default for GoroutineStacks<K> {
 }
 
 impl<K: Copy> GoroutineStacks<K> {
-    /// A Go call of `func` entered at `begin` on goroutine `goroutine` of file `source`.
-    pub fn enter(&mut self, source: u32, goroutine: u64, key: K, func: u32, begin: u64) {
+    /// A Go call of `func` entered at `begin` on goroutine `goroutine` of file `source`,
+    /// its goroutine's clock reading `at` ([`GoroutineClocks::reading`]; zeros without).
+    pub fn enter(&mut self, source: u32, goroutine: u64, key: K, func: u32, begin: u64, at: Split) {
         let stack = self.stacks.entry((source, goroutine)).or_default();
-        stack.enter(key, func, begin, [0; SPLIT]);
+        stack.enter(key, func, begin, at);
     }
 
     /// The Go call `span` (of file `source`) closes, as [`CallStack::end`].
@@ -307,5 +314,225 @@ impl<K: Copy> GoroutineStacks<K> {
             self.stacks.remove(&key);
         }
         Some(ended)
+    }
+}
+
+/// Where a goroutine's time goes, as its last status change says.
+#[derive(Clone, Copy, Debug)]
+enum GoPlace {
+    /// On a thread (running Go code, or in a system call there): the thread's own states,
+    /// counted from that thread's clock reading `from`.
+    On { thread: u32, from: Split },
+    /// On no thread: all of it in one part of the split (ready while runnable, blocked
+    /// while waiting, other while dead or idle).
+    Off(usize),
+}
+
+/// One goroutine's cumulative time per part of the split, up to `since`.
+#[derive(Clone, Copy, Debug)]
+struct GoClock {
+    cum: Split,
+    since: u64,
+    place: GoPlace,
+}
+
+/// The goroutines' clocks (see the module's documentation). A thread's clock is read
+/// through `clock_of(thread, time)`: its [`StateClock::entry`] reading.
+#[derive(Default)]
+pub struct GoroutineClocks {
+    /// By (file, goroutine).
+    clocks: FxHashMap<(u32, u64), GoClock>,
+    /// The goroutine on each thread: one starting to run there takes the place of the one
+    /// before, should that one's leaving not have been recorded.
+    on_thread: FxHashMap<u32, u64>,
+}
+
+impl GoroutineClocks {
+    /// A goroutine's status changed (`change`, in file `source`).
+    pub fn status(
+        &mut self,
+        source: u32,
+        change: &GoStatusChange,
+        clock_of: impl Fn(u32, u64) -> Split,
+    ) {
+        use tracer_abi::go_status::*;
+        let (g, time, thread) = (change.g, change.time, change.thread);
+        let place = match change.status {
+            RUNNING | SYSCALL | COPYSTACK => GoPlace::On {
+                thread,
+                from: clock_of(thread, time),
+            },
+            RUNNABLE | PREEMPTED => GoPlace::Off(split_index(ThreadState::Ready)),
+            WAITING => GoPlace::Off(split_index(ThreadState::Blocked)),
+            _ => GoPlace::Off(split_index(ThreadState::Exited)),
+        };
+        if let GoPlace::On { .. } = place {
+            if let Some(before) = self.on_thread.insert(thread, g).filter(|&b| b != g) {
+                // It left the thread unseen: runnable, as far as anything says.
+                let ready = GoPlace::Off(split_index(ThreadState::Ready));
+                self.move_to(source, before, time, ready, &clock_of);
+            }
+        }
+        let dead = place_is_gone(change.status);
+        let left = self.move_to(source, g, time, place, &clock_of);
+        if let Some(GoPlace::On { thread: t, .. }) = left {
+            if !matches!(place, GoPlace::On { thread: n, .. } if n == t)
+                && self.on_thread.get(&t) == Some(&g)
+            {
+                self.on_thread.remove(&t);
+            }
+        }
+        if dead {
+            // Its `g` is reused by a goroutine started later: forget this one's time.
+            self.clocks.remove(&(source, g));
+        }
+    }
+
+    /// Goroutine `g` of `source`'s clock reading at `time`, when one of its calls enters
+    /// or ends. At an entry, the thread it runs on (`on`) is known: a goroutine first seen
+    /// there starts its clock, and one its clock says is elsewhere is on that thread (its
+    /// move was not recorded). An end (the timeline shows a Go call on the thread that
+    /// entered it) reads the clock where it is.
+    pub fn reading(
+        &mut self,
+        source: u32,
+        g: u64,
+        on: Option<u32>,
+        time: u64,
+        clock_of: impl Fn(u32, u64) -> Split,
+    ) -> Split {
+        if let Some(thread) = on {
+            let here =
+                |c: &GoClock| matches!(c.place, GoPlace::On { thread: t, .. } if t == thread);
+            if !self.clocks.get(&(source, g)).is_some_and(here) {
+                let place = GoPlace::On {
+                    thread,
+                    from: clock_of(thread, time),
+                };
+                self.move_to(source, g, time, place, &clock_of);
+                self.on_thread.insert(thread, g);
+            }
+        }
+        match self.clocks.get(&(source, g)) {
+            Some(c) => {
+                let mut r = c.cum;
+                add(&mut r, &elapsed(c, time, &clock_of));
+                r
+            }
+            None => [0; SPLIT],
+        }
+    }
+
+    /// Closes goroutine `g`'s time up to `time` in its place and moves it to `place`;
+    /// returns the place it left.
+    fn move_to(
+        &mut self,
+        source: u32,
+        g: u64,
+        time: u64,
+        place: GoPlace,
+        clock_of: &impl Fn(u32, u64) -> Split,
+    ) -> Option<GoPlace> {
+        match self.clocks.get_mut(&(source, g)) {
+            Some(c) => {
+                let d = elapsed(c, time, clock_of);
+                add(&mut c.cum, &d);
+                c.since = c.since.max(time);
+                Some(std::mem::replace(&mut c.place, place))
+            }
+            None => {
+                let c = GoClock {
+                    cum: [0; SPLIT],
+                    since: time,
+                    place,
+                };
+                self.clocks.insert((source, g), c);
+                None
+            }
+        }
+    }
+}
+
+/// Whether a goroutine of this status is gone (exited, or not started).
+fn place_is_gone(status: u32) -> bool {
+    use tracer_abi::go_status::*;
+    matches!(status, DEAD | IDLE)
+}
+
+/// A goroutine's time in its place since its clock's last close, up to `time`.
+fn elapsed(c: &GoClock, time: u64, clock_of: &impl Fn(u32, u64) -> Split) -> Split {
+    match c.place {
+        GoPlace::On { thread, from } => minus(&clock_of(thread, time), &from),
+        GoPlace::Off(part) => {
+            let mut d = [0; SPLIT];
+            d[part] = time.saturating_sub(c.since);
+            d
+        }
+    }
+}
+
+/// `to += d`, part by part.
+fn add(to: &mut Split, d: &Split) {
+    for k in 0..SPLIT {
+        to[k] = to[k].saturating_add(d[k]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_abi::go_status::*;
+
+    /// Threads that run all the time: their clocks read all running.
+    fn running(_: u32, t: u64) -> Split {
+        [t, 0, 0, 0, 0]
+    }
+
+    fn change(thread: u32, time: u64, g: u64, status: u32) -> GoStatusChange {
+        GoStatusChange {
+            thread,
+            time,
+            g,
+            status,
+        }
+    }
+
+    #[test]
+    fn a_goroutines_time_is_its_threads_while_on_one_and_its_status_off_them() {
+        let mut c = GoroutineClocks::default();
+        c.status(0, &change(1, 100, 7, RUNNING), running);
+        let at = c.reading(0, 7, Some(1), 150, running);
+        c.status(0, &change(1, 200, 7, WAITING), running);
+        // Woken by another thread: runnable, then running on thread 2.
+        c.status(0, &change(3, 500, 7, RUNNABLE), running);
+        c.status(0, &change(2, 600, 7, RUNNING), running);
+        let to = c.reading(0, 7, None, 700, running);
+        assert_eq!(minus(&to, &at), [150, 100, 300, 0, 0]);
+        // On a thread, its states: preempted there half the time is ready half the time.
+        let half = |_: u32, t: u64| [t / 2, t - t / 2, 0, 0, 0];
+        c.status(0, &change(4, 700, 11, RUNNING), half);
+        let at = c.reading(0, 11, Some(4), 700, half);
+        c.status(0, &change(4, 800, 11, SYSCALL), half);
+        let to = c.reading(0, 11, None, 900, half);
+        assert_eq!(minus(&to, &at), [100, 100, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_goroutine_replaced_on_its_thread_unseen_is_ready_and_a_dead_one_forgotten() {
+        let mut c = GoroutineClocks::default();
+        c.status(0, &change(1, 0, 7, RUNNING), running);
+        let at = c.reading(0, 7, Some(1), 10, running);
+        // Goroutine 8 starts on thread 1: 7's leaving was not recorded.
+        c.status(0, &change(1, 50, 8, RUNNING), running);
+        let to = c.reading(0, 7, None, 80, running);
+        assert_eq!(minus(&to, &at), [40, 30, 0, 0, 0]);
+        // A call of a goroutine first seen at its entry: on the entry's thread.
+        let at = c.reading(0, 9, Some(2), 100, running);
+        let to = c.reading(0, 9, None, 130, running);
+        assert_eq!(minus(&to, &at), [30, 0, 0, 0, 0]);
+        c.status(0, &change(2, 140, 9, DEAD), running);
+        assert!(!c.clocks.contains_key(&(0, 9)));
+        // Files apart: the same g in another file is another goroutine.
+        assert_eq!(c.reading(1, 7, None, 200, running), [0; SPLIT]);
     }
 }

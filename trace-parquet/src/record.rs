@@ -10,7 +10,9 @@
 use std::path::PathBuf;
 
 use rustc_hash::FxHashMap;
-use trace_merge::call_time::{CallStack, EndedCall, GoroutineStacks, Split, StateClock, SPLIT};
+use trace_merge::call_time::{
+    CallStack, EndedCall, GoroutineClocks, GoroutineStacks, Split, StateClock, SPLIT,
+};
 use trace_merge::sysclass;
 use trace_merge::timeline::{
     Item, Link, LinkKind, Span, SpanEnd, StateInterval, SyscallSpan, ThreadState, Timeline,
@@ -125,6 +127,10 @@ pub(crate) struct Pass<'a> {
     /// System call number -> name key, for the others (a damaged record's).
     wild_sys_names: FxHashMap<u32, i32>,
     goroutines: GoroutineStacks<Frame>,
+    /// Where the goroutines' time goes, for the files that recorded their status.
+    go_clocks: GoroutineClocks,
+    /// Per source file: it recorded the goroutines' status (Go calls have a split).
+    go_status: Vec<bool>,
     max_conn: u32,
 }
 
@@ -174,6 +180,8 @@ pub(crate) fn convert_host(
         sys_names: vec![None; tracer_abi::MAX_SYSCALLS as usize],
         wild_sys_names: FxHashMap::default(),
         goroutines: Default::default(),
+        go_clocks: Default::default(),
+        go_status: sources.iter().map(|s| s.header.go_status).collect(),
         max_conn: 0,
         out,
     };
@@ -219,6 +227,13 @@ impl Consumer for Pass<'_> {
             Item::Mark(m) => self.mark(tl, m.thread, m.time, m.probe),
             // Stacks (`--stacks`) have no table yet.
             Item::SyscallEntry(_) | Item::Sample(_) => Ok(()),
+            Item::GoStatus(c) => {
+                let source = self.threads[c.thread as usize].source;
+                let threads = &self.threads;
+                let clock_of = |r: u32, t: u64| threads[r as usize].clock.entry(t);
+                self.go_clocks.status(source, &c, clock_of);
+                Ok(())
+            }
             Item::Syscall(s) => self.syscall(tl, &s),
             Item::Link(l) => self.link(&l),
         }
@@ -424,21 +439,41 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// A Go call: on its goroutine's stack, with no thread-state split.
+    /// A Go call: on its goroutine's stack, with its goroutine's clock reading when the
+    /// file recorded the goroutines' status.
     fn go_entry(&mut self, r: u32, time: u64, func: u32, g: u64) {
         let id = self.new_id();
         let source = self.threads[r as usize].source;
-        self.goroutines
-            .enter(source, g, Frame { id, conn: None }, func, time);
+        let at = self.go_reading(source, g, Some(r), time);
+        let frame = Frame { id, conn: None };
+        self.goroutines.enter(source, g, frame, func, time, at);
     }
 
+    /// A Go call ended: its row, its split from its goroutine's clock (zeros when its file
+    /// did not record the goroutines' status).
     fn go_func(&mut self, tl: &Timeline, span: &Span) -> Result<()> {
         let source = self.threads[span.thread as usize].source;
         let Some(e) = self.goroutines.end(source, span) else {
             return Ok(());
         };
+        let to = self.go_reading(source, span.goroutine.unwrap_or(0), None, span.end);
+        let mut split = [0; SPLIT];
+        for (k, s) in split.iter_mut().enumerate() {
+            *s = to[k].saturating_sub(e.call.at[k]);
+        }
         let row = self.ended(tl, span, &e);
-        self.call_row(&row, &[0; SPLIT])
+        self.call_row(&row, &split)
+    }
+
+    /// Goroutine `g`'s clock reading at `time` (zeros when its file did not record the
+    /// goroutines' status).
+    fn go_reading(&mut self, source: u32, g: u64, on: Option<u32>, time: u64) -> Split {
+        if self.go_status.get(source as usize) != Some(&true) {
+            return [0; SPLIT];
+        }
+        let threads = &self.threads;
+        let clock_of = |r: u32, t: u64| threads[r as usize].clock.entry(t);
+        self.go_clocks.reading(source, g, on, time, clock_of)
     }
 
     /// A USDT probe fired: a `calls` row of kind `usdt`, taking no time.

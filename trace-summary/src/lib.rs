@@ -253,10 +253,15 @@ pub struct FunctionStats {
     pub estimated: bool,
     /// System calls made while it was on the stack (in it or its callees).
     pub syscalls: Vec<InnerSyscall>,
-    /// A Go function: its calls are paired by goroutine, and its running / ready /
-    /// blocked / I/O split is not measured (a goroutine is scheduled by Go's runtime onto
-    /// threads, whose states are not its own); those figures are 0.
+    /// A Go function: its calls are paired by goroutine. Its running / ready / blocked /
+    /// I/O split is its goroutines' (see `goroutine_split`).
     pub goroutine: bool,
+    /// A Go function whose split was measured: its goroutines' status was recorded
+    /// (recordings since format version 6), so their time on and off the threads is
+    /// known. Without it, a Go function's split figures are 0: a goroutine is scheduled
+    /// by Go's runtime onto threads whose states are not its own.
+    #[serde(default)]
+    pub goroutine_split: bool,
     /// A USDT probe: `calls` counts its hits, which take no time (the time figures are 0).
     pub point: bool,
     /// Hot-spot flags (`slow`, `errors`, `ready`) for the thresholds rendered with.

@@ -74,7 +74,7 @@ impl Checker {
                 }
                 self.th(s.thread).covered = s.end.max(covered);
             }
-            Item::OnCpu { .. } | Item::Mark(_) | Item::Sample(_) => {}
+            Item::OnCpu { .. } | Item::Mark(_) | Item::Sample(_) | Item::GoStatus(_) => {}
             Item::FuncEntry { thread, .. } => self.th(thread).open_funcs += 1,
             Item::Func(s) => {
                 self.report.spans += 1;

@@ -40,8 +40,10 @@ pub mod kind {
     pub const FRAME_ENTRY: u16 = 17;
     /// [`FrameExit`](super::FrameExit).
     pub const FRAME_EXIT: u16 = 18;
+    /// [`GoStatus`](super::GoStatus).
+    pub const GO_STATUS: u16 = 19;
     /// How many kinds there are: their numbers are `1..=COUNT`.
-    pub const COUNT: usize = 18;
+    pub const COUNT: usize = 19;
     /// [`StackRaw`](super::StackRaw): ring buffers only. The recorder unwinds it and
     /// writes a [`SAMPLE`] or [`BLOCK_STACK`] record in its place.
     pub const STACK_RAW: u16 = 100;
@@ -66,6 +68,7 @@ pub mod kind {
         "block_stack",
         "frame_entry",
         "frame_exit",
+        "go_status",
     ];
 }
 
@@ -256,6 +259,47 @@ pub struct GoExit {
     pub ret: u64,
     /// The goroutine.
     pub g: u64,
+}
+
+/// Go's scheduler changed a goroutine's status (`runtime.casgstatus`), in a process whose
+/// Go functions are probed: where a goroutine runs and when it waits, which a Go call's
+/// time split needs (a goroutine moves between threads behind the kernel's back). The
+/// record's thread is the one that made the change: for a goroutine starting to run, the
+/// thread it runs on.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GoStatus {
+    /// Time, thread and kind.
+    pub h: Header,
+    /// Its status before (one of [`go_status`]).
+    pub old: u32,
+    /// Its status after.
+    pub new: u32,
+    /// The goroutine (its `g` pointer).
+    pub g: u64,
+}
+
+/// A goroutine's status (`runtime._Grunnable`...; the same numbers from Go 1.0 to 1.24),
+/// without the garbage collector's scan bit.
+pub mod go_status {
+    /// Just allocated.
+    pub const IDLE: u32 = 0;
+    /// On a run queue: ready, waiting for a thread.
+    pub const RUNNABLE: u32 = 1;
+    /// Running Go code on a thread.
+    pub const RUNNING: u32 = 2;
+    /// In a system call, on its thread.
+    pub const SYSCALL: u32 = 3;
+    /// Blocked in the runtime (a channel, a lock, the network poller, a sleep).
+    pub const WAITING: u32 = 4;
+    /// Exited or not yet started.
+    pub const DEAD: u32 = 6;
+    /// Its stack being moved (still on its thread).
+    pub const COPYSTACK: u32 = 8;
+    /// Preempted, being suspended.
+    pub const PREEMPTED: u32 = 9;
+    /// The garbage collector's bit, set while it scans the goroutine's stack.
+    pub const SCAN: u32 = 0x1000;
 }
 
 /// A native function whose returns are probed at its return instructions (and at its
@@ -472,6 +516,7 @@ exact_layout! {
     GoExit { Header, u32, u32, u64, u64 }
     FrameEntry { Header, u32, u32, u64 }
     FrameExit { Header, u32, u32, u64, u64 }
+    GoStatus { Header, u32, u32, u64 }
     StackRaw { Header, u32, u32, u64, u64, u64, u64, u32, u32, i32, i32, [u64; MAX_KERNEL_FRAMES], [u8; USER_STACK_BYTES + STACK_PAGE] }
     Sample { Header, u32, u32, u64 }
     UsdtArg { u8, i8, u8, u8, u16, u16, i64 }

@@ -2,7 +2,8 @@
 //! Go's stacks, but a probe on the entry and on each return instruction, paired by
 //! goroutine (the `g` in R14), not by thread: a goroutine can resume on another thread.
 //! Recording sends both ends; counting mode counts at the entry and times the chosen
-//! calls at their return (`stat::frame_entry`, `stat::frame_return`).
+//! calls at their return (`stat::frame_entry`, `stat::frame_return`). Recording also
+//! follows the goroutines' status (`go_status`), where a call's time went.
 
 use aya_ebpf::{
     helpers::{bpf_probe_read_user, generated::bpf_get_attach_cookie},
@@ -116,6 +117,27 @@ pub fn go_exit(ctx: ProbeContext) -> u32 {
         height: recorded_height(g, stack_pointer(&ctx)),
         // SAFETY: as in `goroutine`.
         ret: unsafe { (*ctx.regs).rax },
+        g,
+    });
+    0
+}
+
+/// `runtime.casgstatus(gp, oldval, newval)`, where Go's scheduler changes a goroutine's
+/// status: probed in recording, inside the function where its arguments are still in
+/// their registers under the register ABI (RAX, RBX, RCX), on an instruction uprobes
+/// emulate (see the symbolizer's Go placement).
+#[uprobe]
+pub fn go_status(ctx: ProbeContext) -> u32 {
+    let (tgid, tid) = current();
+    if counting() || !probed(tgid, tid) {
+        return 0;
+    }
+    // SAFETY: the probe's saved registers, a valid context.
+    let (g, old, new) = unsafe { ((*ctx.regs).rax, (*ctx.regs).rbx, (*ctx.regs).rcx) };
+    emit(GoStatus {
+        h: header(tid, kind::GO_STATUS),
+        old: old as u32,
+        new: new as u32,
         g,
     });
     0

@@ -3,7 +3,7 @@
 //! - `calls`: `func_entry` / `func_exit`, one uprobe/uretprobe pair shared by every probed
 //!   function, and counting mode's uprobe session `func_session`.
 //! - `go`: `go_entry`, `go_entry_check`, `go_exit`, Go functions at their entry and each
-//!   return instruction, paired by goroutine.
+//!   return instruction, paired by goroutine; `go_status`, the goroutines' status changes.
 //! - `usdt`: USDT probes, their arguments read as their notes say.
 //! - `syscalls`: `sys_enter` / `sys_exit`, system calls of traced processes.
 //! - `sched`: `sched_switch`, `sched_wakeup`, `sched_wakeup_new`, for traced threads.

@@ -65,9 +65,17 @@ pub struct Probes {
     pub exec_dropped: u64,
     /// Probes not attached to a process that exited while they were being attached.
     pub exited_while_attaching: u64,
+    /// Recording: the Go binaries (and the process, 0 for all) whose goroutine status
+    /// changes are probed, for the state split of Go calls; `None` when counting.
+    go_status: Option<std::collections::HashSet<(std::path::PathBuf, u32)>>,
 }
 
 impl Probes {
+    /// Whether Go's goroutine status changes are recorded (some Go function is probed).
+    pub fn go_status(&self) -> bool {
+        self.go_status.as_ref().is_some_and(|d| !d.is_empty())
+    }
+
     /// Attaches every function to the processes it was resolved for (`launched` stands
     /// for the launched command); returns the probes and the probe table.
     pub fn attach(
@@ -76,6 +84,7 @@ impl Probes {
         launched: Option<u32>,
         inherit: bool,
         empty: bool,
+        recording: bool,
     ) -> Result<(Probes, Vec<Probe>)> {
         let mut p = Probes {
             resolved,
@@ -89,6 +98,7 @@ impl Probes {
             second_hand: 0,
             exec_dropped: 0,
             exited_while_attaching: 0,
+            go_status: recording.then(Default::default),
         };
         let mut table = Vec::new();
         if p.resolved.is_empty() {
@@ -149,6 +159,24 @@ impl Probes {
         }
         if !attach_point(kernel, id, point, &how)? {
             return Ok(());
+        }
+        // A Go function's calls are split by where their goroutine's time went: its
+        // binary's goroutine status changes are probed with it, once.
+        if let (Some(done), Point::Function(f)) = (&mut self.go_status, point) {
+            if let Some(off) = f.go_status {
+                if done.insert((f.binary.clone(), how.target)) {
+                    let (target, inherit) = (how.target, self.inherit);
+                    kernel.attach_probe(
+                        Prog::GoStatus,
+                        &f.binary,
+                        off,
+                        None,
+                        0,
+                        target,
+                        inherit,
+                    )?;
+                }
+            }
         }
         let end = clock::monotonic_ns();
         self.by_process

@@ -307,6 +307,7 @@ pub fn describe(e: &Event) -> String {
         ),
         Event::Sample { stack, period } => format!("sample stack={stack} period_ns={period}"),
         Event::BlockStack { stack } => format!("block_stack stack={stack}"),
+        Event::GoStatus { g, old, new } => format!("go_status g={g:#x} old={old} new={new}"),
         Event::FrameEntry {
             func,
             sp,

@@ -87,6 +87,8 @@ pub enum Prog {
     /// Counting mode: the count of a function whose sessions are one process's each
     /// (see `COOKIE_COUNTED_APART`).
     Count,
+    /// Recording: Go's goroutine status changes (in `runtime.casgstatus`).
+    GoStatus,
 }
 
 /// The program attached for `prog` (one that does nothing, when `empty`).
@@ -107,6 +109,7 @@ fn prog_name(prog: Prog, empty: bool) -> &'static str {
         (Prog::FrameThroughTail, false) => "frame_through_tail",
         (Prog::Usdt, false) => "usdt",
         (Prog::Count, false) => "func_count",
+        (Prog::GoStatus, false) => "go_status",
     }
 }
 
@@ -554,6 +557,7 @@ fn load_machine_wide(object: &[u8], ebpf: &Ebpf) -> Result<FxHashMap<(Prog, bool
         Prog::FrameTail,
         Prog::FrameThrough,
         Prog::FrameThroughTail,
+        Prog::GoStatus,
     ] {
         for empty in [false, true] {
             let name = prog_name(prog, empty);

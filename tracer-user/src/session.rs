@@ -119,12 +119,14 @@ impl Session {
             launched.as_ref().map(|l| l.pid),
             opts.inherit,
             opts.empty_probes,
+            opts.stat.is_none(),
         )?;
         let n = kernel.per_process_uprobes();
         if n >= crate::kernel::SLOW_DETACH {
             eprintln!("tracer: warning: {n} uprobes attached per process (functions of libraries, USDT probes): stopping undoes them one at a time, a kernel grace period each (tens to hundreds of ms), and slows other tracers' stops meanwhile");
         }
-        let preamble = preamble(opts, cpus, launched.as_ref(), table);
+        let mut preamble = preamble(opts, cpus, launched.as_ref(), table);
+        preamble.header.go_status = probes.go_status();
         let processes: Vec<ProcessInfo> = (pids.iter())
             .map(|&pid| kernel.process_info(pid, preamble.launched == Some(pid)))
             .collect();
@@ -311,6 +313,7 @@ fn preamble(
                 None => String::new(),
             },
             part: opts.rotate.map_or(0, |_| 1),
+            go_status: false,
         },
         launched: launched.map(|l| l.pid),
         probes,

@@ -67,6 +67,35 @@ impl GoBinary {
     }
 }
 
+impl GoBinary {
+    /// Where to probe `runtime.casgstatus(gp, oldval, newval)`, through which Go's
+    /// scheduler changes every goroutine's status: the file offset of an instruction
+    /// uprobes emulate, near its entry, where its arguments are still in their registers
+    /// under the register ABI (RAX, RBX, RCX: Go 1.17 and later), so that a probe there
+    /// costs no single step. The reason when there is none.
+    pub fn status_probe(&self, elf: &ElfInfo) -> Result<u64, String> {
+        use iced_x86::Register;
+        let t = self.table.as_ref().map_err(|e| e.to_string())?;
+        match self.version_number() {
+            Some((1, minor)) if minor >= 17 => {}
+            _ => return Err("goroutine status needs Go 1.17 or later (its register ABI)".into()),
+        }
+        let d = self.data(elf);
+        let f = (t.funcs.iter())
+            .find(|f| !f.foreign && t.name(d, f) == Some(b"runtime.casgstatus"))
+            .ok_or("no runtime.casgstatus in its function table")?;
+        let off = (elf.vaddr_to_offset(f.entry)).ok_or("runtime.casgstatus is not in the file")?;
+        let size = (f.end - f.entry) as usize;
+        let code = elf.bytes_at_offset(off, size);
+        if code.len() != size {
+            return Err("runtime.casgstatus's code is not all in the file".into());
+        }
+        let at = crate::probe::args_entry(code, &[Register::RAX, Register::RBX, Register::RCX])
+            .ok_or("no instruction near runtime.casgstatus's entry takes a probe with its arguments in their registers")?;
+        Ok(off + at)
+    }
+}
+
 /// Where the stack-bound check of a Go function branches, if it has one.
 ///
 /// Go functions that may grow their stack begin by comparing SP (or SP less

@@ -227,7 +227,7 @@ impl<W: Write> Writer<W> {
             self.start_window(tl)?;
         }
         match item {
-            Item::Thread(_) => {}
+            Item::Thread(_) | Item::GoStatus(_) => {}
             Item::Sample(s) => {
                 if (self.window.0..self.window.1).contains(&s.time) {
                     let (_, p, t) = Self::ids(tl, s.thread);

@@ -237,6 +237,7 @@ impl BodyWriter {
                     self.event(th, t, c, EV_CALLER_LINE + level, line as i64);
                 }
             }
+            Item::GoStatus(_) => {}
             Item::Mark(mk) => {
                 let base = self.func_base[tl.thread(mk.thread).source as usize];
                 let (th, t, c) = (mk.thread, mk.time, Some(mk.cpu));

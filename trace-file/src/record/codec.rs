@@ -25,6 +25,8 @@ const GO_EXIT_AT: u8 = 18;
 const FRAME_ENTRY_AT: u8 = 19;
 /// See [`FRAME_ENTRY_AT`].
 const FRAME_EXIT_AT: u8 = 20;
+/// The file's code of go_status (ring kind 19, the number [`FRAME_ENTRY_AT`] has).
+const GO_STATUS_AT: u8 = 21;
 
 /// Builds the payload of one CPU's `Events` chunk.
 pub struct EventChunkEncoder {
@@ -79,6 +81,7 @@ impl EventChunkEncoder {
             Event::GoExit { .. } => GO_EXIT_AT,
             Event::FrameEntry { .. } => FRAME_ENTRY_AT,
             Event::FrameExit { .. } => FRAME_EXIT_AT,
+            Event::GoStatus { .. } => GO_STATUS_AT,
             e => e.code(),
         });
         put_i64(b, ts.wrapping_sub(self.prev_ts) as i64);
@@ -172,6 +175,11 @@ impl EventChunkEncoder {
                     }
                     None => b.push(0),
                 }
+            }
+            Event::GoStatus { g, old, new } => {
+                put_u64(b, g);
+                put_u64(b, old as u64);
+                put_u64(b, new as u64);
             }
         }
         self.prev_ts = ts;
@@ -422,6 +430,11 @@ impl<'a> EventChunkDecoder<'a> {
                     1 => Some(self.i64()? as u64),
                     _ => return Err(self.corrupt("bad frame exit")),
                 },
+            },
+            GO_STATUS_AT => Event::GoStatus {
+                g: self.u64()?,
+                old: self.u32()?,
+                new: self.u32()?,
             },
             other => return Err(self.corrupt(&format!("unknown record kind {other}"))),
         };

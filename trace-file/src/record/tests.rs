@@ -53,6 +53,11 @@ fn all_kinds() -> Vec<Event> {
             g: 0xc000_0012_3400,
             height: 0x7f8,
         },
+        Event::GoStatus {
+            g: 0xc000_0012_3400,
+            old: 4,
+            new: 0x1001,
+        },
         Event::GoExit {
             func: 9,
             ret: 7,
@@ -196,6 +201,12 @@ fn ring_records_decode_to_events_of_the_same_kind() {
             tail: 1,
             sp: 0x7ffd_0000_0008,
             ret: 0,
+        }),
+        bytes(&GoStatus {
+            h: h(kind::GO_STATUS),
+            old: 4,
+            new: 0x1001,
+            g: 0xc000_0012_3400,
         }),
     ];
     assert_eq!(records.len(), kind::COUNT);

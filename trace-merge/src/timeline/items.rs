@@ -161,6 +161,21 @@ pub struct Sample {
     pub period: u64,
 }
 
+/// Go's scheduler changed a goroutine's status ([`tracer_abi::go_status`], without the
+/// garbage collector's scan bit), on `thread`: a goroutine that starts running (or enters
+/// a system call) does so on that thread, and stays on it until its next change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoStatusChange {
+    /// The thread that made the change.
+    pub thread: ThreadRef,
+    /// When, ns of merge time.
+    pub time: u64,
+    /// The goroutine (its `g` pointer).
+    pub g: u64,
+    /// Its new status.
+    pub status: u32,
+}
+
 /// A system call starting, with what is known at entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyscallEntry {
@@ -295,6 +310,8 @@ pub enum Item {
     Mark(Mark),
     /// A stack was taken.
     Sample(Sample),
+    /// A goroutine's status changed.
+    GoStatus(GoStatusChange),
 }
 
 /// What is known about a thread.

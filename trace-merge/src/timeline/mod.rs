@@ -348,6 +348,15 @@ impl Timeline {
                 switching,
             } => self.frame_entry(m, func, sp, switching),
             Event::FrameExit { func, sp, ret } => self.frame_exit(m, func, sp, ret),
+            Event::GoStatus { g, new, .. } => {
+                let r = self.acting(m);
+                self.out.push(Item::GoStatus(GoStatusChange {
+                    thread: r,
+                    time: m.time,
+                    g,
+                    status: new & !tracer_abi::go_status::SCAN,
+                }));
+            }
         }
     }
 

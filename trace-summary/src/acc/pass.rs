@@ -10,7 +10,9 @@
 //! tables' are.
 
 use rustc_hash::FxHashMap as FastMap;
-use trace_merge::call_time::{CallStack, EndedCall, GoroutineStacks, Split, StateClock};
+use trace_merge::call_time::{
+    CallStack, EndedCall, GoroutineClocks, GoroutineStacks, Split, StateClock, SPLIT,
+};
 use trace_merge::merge::Source;
 use trace_merge::timeline::{
     Item, LinkKind, Span, SpanEnd, StateInterval, SyscallSpan, ThreadState, Timeline,
@@ -71,6 +73,10 @@ pub(super) struct Pass {
     pub(super) in_service: Vec<u32>,
     /// Go calls under way: their function slots.
     goroutines: GoroutineStacks<u32>,
+    /// Where the goroutines' time goes, for the files that recorded their status.
+    go_clocks: GoroutineClocks,
+    /// Per source file: it recorded the goroutines' status (Go calls have a split).
+    go_status: Vec<bool>,
 }
 
 impl trace_merge::Consumer for Pass {
@@ -100,6 +106,12 @@ impl trace_merge::Consumer for Pass {
             Item::Func(span) => p.func(&span),
             Item::Mark(m) => p.mark(m.thread, m.time, m.probe),
             Item::SyscallEntry(_) | Item::Sample(_) => {}
+            Item::GoStatus(c) => {
+                let source = p.rt[c.thread as usize].source;
+                let rt = &p.rt;
+                let clock_of = |r: u32, t: u64| rt[r as usize].clock.entry(t);
+                p.go_clocks.status(source, &c, clock_of);
+            }
             Item::Syscall(s) => p.syscall(&s),
             Item::Link(l) => {
                 if l.kind == LinkKind::Wakeup {
@@ -136,6 +148,8 @@ impl Pass {
             edge_meta: Vec::new(),
             open_conns: FastMap::default(),
             goroutines: GoroutineStacks::default(),
+            go_clocks: GoroutineClocks::default(),
+            go_status: sources.iter().map(|s| s.header.go_status).collect(),
             in_service: Vec::new(),
         };
         p.total.conns.resize_with(sources.len(), ConnAcc::default);
@@ -325,19 +339,45 @@ impl Pass {
         });
     }
 
-    /// A Go call: on its goroutine's stack, with no thread-state split.
+    /// A Go call: on its goroutine's stack, with its goroutine's clock reading when the
+    /// file recorded the goroutines' status.
     fn go_entry(&mut self, r: u32, time: u64, func: u32, g: u64) {
         let source = self.rt[r as usize].source;
         let slot = self.func_slot(source, func);
-        self.goroutines.enter(source, g, slot, func, time);
+        let at = self.go_reading(source, g, Some(r), time);
+        self.goroutines.enter(source, g, slot, func, time, at);
     }
 
-    /// A Go call ended: its inclusive and self time, and its caller in the goroutine.
+    /// A Go call ended: its inclusive and self time, its caller in the goroutine, and
+    /// where its time went, from its goroutine's clock.
     fn go_func(&mut self, span: &Span) {
         let source = self.rt[span.thread as usize].source;
-        if let Some(e) = self.goroutines.end(source, span) {
-            self.ended::<true>(span, &e);
+        let Some(e) = self.goroutines.end(source, span) else {
+            return;
+        };
+        if self.go_status.get(source as usize) == Some(&true) && e.call.outer {
+            let g = span.goroutine.unwrap_or(0);
+            let to = self.go_reading(source, g, None, span.end);
+            let mut split = [0; SPLIT];
+            for (k, s) in split.iter_mut().enumerate() {
+                *s = to[k].saturating_sub(e.call.at[k]);
+            }
+            let (slot, window) = (e.call.key, self.window_of(span.end));
+            self.add_split(slot, window, &split);
+            self.each(span.end, |a| at(&mut a.funcs, slot).go_split = true);
         }
+        self.ended::<true>(span, &e);
+    }
+
+    /// Goroutine `g`'s clock reading at `time` (zeros when its file did not record the
+    /// goroutines' status).
+    fn go_reading(&mut self, source: u32, g: u64, on: Option<u32>, time: u64) -> Split {
+        if self.go_status.get(source as usize) != Some(&true) {
+            return [0; SPLIT];
+        }
+        let rt = &self.rt;
+        let clock_of = |r: u32, t: u64| rt[r as usize].clock.entry(t);
+        self.go_clocks.reading(source, g, on, time, clock_of)
     }
 
     fn edge_slot(&mut self, caller: u32, callee: u32) -> u32 {

@@ -70,6 +70,7 @@ pub(super) fn func_stats(
         estimated: false,
         syscalls,
         goroutine: a.go,
+        goroutine_split: a.go_split,
         point: a.point,
         flags: Vec::new(),
         hist: h.clone(),

@@ -49,8 +49,10 @@ pub(super) struct FuncAcc {
     pub(super) split: [Sum; SPLIT],
     pub(super) hist: Histogram,
     pub(super) inner: Vec<InnerAcc>,
-    /// A Go function: calls paired by goroutine, no thread-state split.
+    /// A Go function: calls paired by goroutine.
     pub(super) go: bool,
+    /// Its calls' split came from their goroutines' status (else it has none).
+    pub(super) go_split: bool,
     /// A USDT probe: hits, no durations.
     pub(super) point: bool,
 }
@@ -58,6 +60,7 @@ pub(super) struct FuncAcc {
 impl FuncAcc {
     pub(super) fn merge(&mut self, o: &FuncAcc) {
         self.go |= o.go;
+        self.go_split |= o.go_split;
         self.point |= o.point;
         self.calls += o.calls;
         self.neg += o.neg;

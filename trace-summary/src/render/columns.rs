@@ -80,6 +80,7 @@ fn function_table(v: &[FunctionStats]) -> Table {
     ]);
     for f in v {
         let inside = crate::sum([f.running_ns, f.ready_ns, f.blocked_ns, f.io_ns]);
+        let unmeasured = f.goroutine && !f.goroutine_split;
         if f.point || (f.timed_calls == 0 && f.calls > 0) {
             // A USDT probe's hits, or calls counted with none timed: no time to show.
             let mut row = vec![Cell::Text(f.name.clone()), Cell::Int(f.calls)];
@@ -101,10 +102,10 @@ fn function_table(v: &[FunctionStats]) -> Table {
             Cell::Ns(f.p99_ns),
             Cell::Ns(f.max_ns),
             Cell::Pct(f.session_pct),
-            split(f.goroutine, f.running_ns, inside),
-            split(f.goroutine, f.ready_ns, inside),
-            split(f.goroutine, f.blocked_ns, inside),
-            split(f.goroutine, f.io_ns, inside),
+            split(unmeasured, f.running_ns, inside),
+            split(unmeasured, f.ready_ns, inside),
+            split(unmeasured, f.blocked_ns, inside),
+            split(unmeasured, f.io_ns, inside),
             Cell::Flags(f.flags.clone()),
             Cell::Text(f.source.clone().unwrap_or_default()),
         ]);
@@ -112,10 +113,11 @@ fn function_table(v: &[FunctionStats]) -> Table {
     t
 }
 
-/// A share of a function's thread-state split: not measured for Go functions, nor for
-/// functions of a stat file without samples (`--sample N`), whose split is all zero.
-fn split(goroutine: bool, part: u64, whole: u64) -> Cell {
-    if goroutine || whole == 0 {
+/// A share of a function's thread-state split: not measured for Go functions of files
+/// without their goroutines' status, nor for functions of a stat file without samples
+/// (`--sample N`), whose split is all zero.
+fn split(unmeasured: bool, part: u64, whole: u64) -> Cell {
+    if unmeasured || whole == 0 {
         Cell::Missing
     } else {
         Cell::Share(part, whole)
