@@ -4,7 +4,8 @@
 //! found by debuglink or build-id, ELF and Go symbol tables); addresses no file held are
 //! looked up in the process's perf map (`/tmp/perf-PID.map`, written by JITs: Java, Node);
 //! kernel addresses in the kernel symbols the trace carries. An address none of these
-//! names shows as hex with its module.
+//! names shows as hex with its module; so does one whose file is not the build the trace
+//! recorded (another build-id: `module [other build]+0xOFFSET`).
 #![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
@@ -105,6 +106,13 @@ impl StackNames {
             return hex(&module, addr - m.start);
         }
         let path = PathBuf::from(&m.path);
+        // The file there now is another build than the one that ran (rebuilt since, or
+        // another machine): its symbols would name the wrong code.
+        if let (Some(want), Ok(Some(have))) = (&m.build_id, self.sym.build_id(&path)) {
+            if *want != have {
+                return hex(&format!("{module} [other build]"), offset);
+            }
+        }
         let frames = match self.sym.symbolize_offset(&path, offset) {
             Ok(Some(f)) if f.iter().any(|f| f.function.is_some()) => f,
             // A function no symbol names (a stripped binary's static one): by where it
@@ -208,5 +216,40 @@ mod tests {
                 "schedule",
             ]
         );
+    }
+
+    #[test]
+    fn a_file_of_another_build_is_not_used_to_name_frames() {
+        let exe = std::env::current_exe().unwrap();
+        let id = symbolizer::Symbolizer::new().build_id(&exe).unwrap();
+        let name = |build_id: Option<String>| {
+            let mut store = StackStore::default();
+            store.absorb(StackTable {
+                mappings: vec![trace_file::ProcessMappings {
+                    tgid: 7,
+                    at_ns: 0,
+                    maps: vec![trace_file::Mapping {
+                        start: 0x40_0000,
+                        end: 0x80_0000,
+                        offset: 0,
+                        path: exe.display().to_string(),
+                        build_id,
+                    }],
+                }],
+                ..Default::default()
+            });
+            let stack = StackDef {
+                id: 1,
+                tgid: 7,
+                user: vec![0x40_1000],
+                ..Default::default()
+            };
+            StackNames::new().frames(&store, 0, &stack)[0]
+                .function
+                .clone()
+        };
+        assert!(name(Some("00ff".into())).contains("[other build]+0x1000"));
+        assert!(!name(id.clone()).contains("[other build]"), "{id:?}");
+        assert!(!name(None).contains("[other build]"));
     }
 }

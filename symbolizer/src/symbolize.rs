@@ -156,6 +156,12 @@ impl Symbolizer {
         Ok(bin.elf.offset_to_vaddr(offset).map(|v| bin.symbolize(v)))
     }
 
+    /// The GNU build-id of the file now at `binary`, hex, when it has one.
+    pub fn build_id(&mut self, binary: &Path) -> Result<Option<String>, Error> {
+        let i = self.load(binary)?;
+        Ok(self.bins[i].elf.build_id.clone())
+    }
+
     /// The file offset where the function holding the byte at `offset` of `binary`
     /// starts, by its unwind table (`.eh_frame`): what tells apart, and groups the
     /// addresses of, functions no symbol names. `None` when the table has no function
