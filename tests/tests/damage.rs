@@ -181,9 +181,16 @@ fn damage_is_an_error_a_torn_tail_a_warning_and_salvage_reads_past_damage() {
         let junit_args = ["--junit", junit.to_str().unwrap(), "--force"];
         salvage(&[&gate[..], &junit_args].concat());
         assert_salvaged_property(&std::fs::read_to_string(&junit).unwrap(), damaged);
+        // The summary by stack: a note in its table and JSON, a warning beside its CSV.
+        let (table, _) = salvage(&["summary", "--by", "stack"]);
+        assert!(table.contains("# salvaged: "), "{table}");
+        let (json, _) = salvage(&["summary", "--by", "stack", "--format", "json"]);
+        let s: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(s["salvaged"].as_array().map(Vec::len), Some(1), "{json}");
         for args in [
             &["summary", "--format", "csv"][..],
             &["diff", good.to_str().unwrap(), "--format", "csv"],
+            &["summary", "--by", "stack", "--format", "csv"],
         ] {
             let (csv, err) = salvage(args);
             assert!(!csv.contains("salvaged"), "{csv}");

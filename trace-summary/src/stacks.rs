@@ -56,6 +56,10 @@ pub struct StackSummary {
     /// How the stacks were walked, when not by the binaries' unwind tables.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub walked: Option<String>,
+    /// What a salvaging read (`--salvage`) stepped over, a region per line: the figures
+    /// lack what was there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub salvaged: Vec<String>,
 }
 
 /// Per (file, stack): on-CPU samples, their CPU time (ns), off-CPU time (ns), and times
@@ -108,8 +112,13 @@ pub fn summarize(files: &[PathBuf], merge: &MergeOptions) -> Result<StackSummary
     let tl = trace_merge::open(files, merge)?;
     let mut c = Collect::default();
     let (tl, _) = trace_merge::feed(tl, u64::MAX, &mut c)?;
-    let stores: Vec<&StackStore> = tl.merger().sources().iter().map(|s| &s.stacks).collect();
-    Ok(aggregate(c.weights, &stores))
+    let sources = tl.merger().sources();
+    let stores: Vec<&StackStore> = sources.iter().map(|s| &s.stacks).collect();
+    let mut s = aggregate(c.weights, &stores);
+    s.salvaged = (sources.iter())
+        .flat_map(|src| (src.damage.iter()).map(|d| format!("{}: {d} skipped", src.path.display())))
+        .collect();
+    Ok(s)
 }
 
 /// What a counting file's stacks are, said with them.
@@ -247,6 +256,7 @@ fn aggregate(weights: Weights, stores: &[&StackStore]) -> StackSummary {
         functions,
         cut,
         walked: None,
+        salvaged: Vec::new(),
     }
 }
 
@@ -296,10 +306,14 @@ pub fn render(
             functions: rows.to_vec(),
             cut: s.cut.clone(),
             walked: s.walked.clone(),
+            salvaged: s.salvaged.clone(),
         };
         serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::from)?;
         writeln!(out)?;
         return Ok(());
+    }
+    for what in &s.salvaged {
+        writeln!(out, "# salvaged: {what}")?;
     }
     if s.functions.is_empty() {
         writeln!(out, "no stacks in this trace (record with --stacks)")?;

@@ -226,6 +226,11 @@ fn stack_summary(files: &[PathBuf], view: &View) -> Result<()> {
     }
     let summary =
         trace_summary::stacks::summarize(files, &merge).map_err(|e| salvage_hint(e.into()))?;
+    if format == trace_summary::Format::Csv {
+        for what in &summary.salvaged {
+            eprintln!("tracer: warning: the CSV comes from a salvaged file: {what}");
+        }
+    }
     let mut out = std::io::stdout().lock();
     trace_summary::stacks::render(&summary, format, view.top, &mut out)?;
     Ok(())
