@@ -156,6 +156,56 @@ fn a_tracer_container_records_a_server_container_by_its_cgroup() {
     });
 }
 
+/// (d) `--container NAME` on the host: the container's cgroup, found through podman's
+/// CLI and /proc, traced as `--cgroup` traces it; an unknown name is one line.
+#[test]
+fn the_tracer_on_the_host_records_a_container_by_its_name() {
+    let _serial = serial();
+    require_podman();
+    let server_c = Container::named("server-byname");
+    let opts = ServerOptions {
+        workers: 2,
+        ..Default::default()
+    };
+    let (server, _data) = start_server_container(&server_c, &opts).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("byname.trace");
+    let conf = containers_conf();
+    let rec = std::process::Command::new(tracer_bin())
+        .env("CONTAINERS_CONF", &conf)
+        .args(["record", "--quiet", "-u", "handle_request", "--container"])
+        .arg(&server_c.name)
+        .arg("-o")
+        .arg(&trace)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(30), || {
+        std::fs::metadata(&trace).is_ok_and(|m| m.len() > 200)
+    });
+    let report = load(server.port(), 4, 25, 512, 2, Duration::from_secs(60));
+    assert_eq!((report.requests, report.errors), (100, 0));
+    let stats = server.stats().unwrap();
+    stop_tracer(rec);
+    let host_pid = server.pid();
+    server.stop().unwrap();
+    check_recording(&trace, host_pid, stats.handle_request);
+
+    let o = std::process::Command::new(tracer_bin())
+        .env("CONTAINERS_CONF", &conf)
+        .args(["record", "--container", "no-such-container", "-o"])
+        .arg(dir.path().join("none.trace"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no running container no-such-container"),
+        "{err}"
+    );
+}
+
 /// The pid of host process `pid` in its own PID namespace (the last of NSpid).
 fn pid_in_its_namespace(pid: u32) -> u32 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

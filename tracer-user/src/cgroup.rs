@@ -117,3 +117,54 @@ mod tests {
         assert_eq!(unescape(r"\\x"), r"\\x");
     }
 }
+
+/// The cgroup of running container `name` (a name or an id), relative to the cgroup v2
+/// mount: podman's or docker's CLI says which process the container runs
+/// (`inspect --format {{.State.Pid}}`), and /proc which cgroup that process is in.
+pub fn of_container(name: &str) -> Result<String> {
+    let mut tried = Vec::new();
+    for runtime in ["podman", "docker"] {
+        let Some(bin) = crate::procfs::which(runtime) else {
+            continue;
+        };
+        let out = std::process::Command::new(bin)
+            .args(["inspect", "--format", "{{.State.Pid}}", name])
+            .output();
+        let said = match out {
+            Ok(o) if o.status.success() => {
+                let text = String::from_utf8_lossy(&o.stdout);
+                match text.trim().parse::<u32>() {
+                    Ok(0) => format!("{runtime}: container {name} is not running"),
+                    Ok(pid) => return cgroup_of(pid),
+                    Err(_) => format!("{runtime}: no process id for {name}"),
+                }
+            }
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                let line = err.lines().next_back().unwrap_or("").trim().to_string();
+                format!("{runtime}: {line}")
+            }
+            Err(e) => format!("{runtime}: {e}"),
+        };
+        tried.push(said);
+    }
+    if tried.is_empty() {
+        bail!("--container needs podman or docker on PATH: neither was found (give --cgroup or --pid instead)");
+    }
+    bail!("no running container {name} ({})", tried.join("; "))
+}
+
+/// The cgroup v2 path of process `pid` (`0::PATH` in /proc/PID/cgroup).
+fn cgroup_of(pid: u32) -> Result<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).with_context(|| {
+        format!("the container's process {pid} is not visible here (run with --pid=host)")
+    })?;
+    let path = (text.lines())
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim_start_matches('/').to_string())
+        .with_context(|| format!("process {pid} is in no cgroup v2"))?;
+    if path.is_empty() {
+        bail!("the container's process {pid} is in the root cgroup, which is the whole machine: give --pid {pid} instead");
+    }
+    Ok(path)
+}

@@ -259,8 +259,12 @@ pub struct Target {
     /// Trace every process of a cgroup v2 and its descendants (a container, a systemd
     /// service, a pod): those in it now and those that enter it later. PATH is absolute or
     /// relative to the cgroup v2 mount (system.slice/nginx.service).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "container")]
     pub cgroup: Option<String>,
+    /// Trace a running podman or docker container, named or by id: its cgroup, as
+    /// --cgroup does (the runtime's CLI says which process it runs; /proc, which cgroup).
+    #[arg(long, value_name = "NAME_OR_ID")]
+    pub container: Option<String>,
     /// Event classes: calls, sched, syscalls, comma-separated, or all (default); one left
     /// out is not attached and costs nothing.
     #[arg(long, default_value = "all", value_parser = |s: &str| s.parse::<Events>())]
@@ -312,8 +316,12 @@ impl Target {
         stat: Option<stat::StatOptions>,
         empty_probes: bool,
     ) -> Result<RecordOptions> {
-        if self.pids.is_empty() && self.command.is_empty() && self.cgroup.is_none() {
-            bail!("nothing to trace: give --pid PID, --cgroup PATH or a command after --");
+        let cgroup = match &self.container {
+            Some(c) => Some(crate::cgroup::of_container(c)?),
+            None => self.cgroup,
+        };
+        if self.pids.is_empty() && self.command.is_empty() && cgroup.is_none() {
+            bail!("nothing to trace: give --pid PID, --cgroup PATH, --container NAME or a command after --");
         }
         if self.rotate.is_some_and(|r| r < Duration::from_secs(1)) {
             bail!("--rotate must be at least 1s (files are named by the second)");
@@ -352,7 +360,7 @@ impl Target {
             rotate,
             trigger: None,
             inherit: !self.no_inherit,
-            cgroup: self.cgroup,
+            cgroup,
             events: self.events,
             syscalls: self.syscalls.map(|l| l.0),
             stacks: None,
