@@ -106,18 +106,6 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mountinfo_escapes() {
-        assert_eq!(unescape(r"/sys/fs/cgroup"), "/sys/fs/cgroup");
-        assert_eq!(unescape(r"/mnt/a\040b"), "/mnt/a b");
-        assert_eq!(unescape(r"\\x"), r"\\x");
-    }
-}
-
 /// The cgroup of running container `name` (a name or an id), relative to the cgroup v2
 /// mount: podman's or docker's CLI says which process the container runs
 /// (`inspect --format {{.State.Pid}}`), and /proc which cgroup that process is in.
@@ -167,4 +155,16 @@ fn cgroup_of(pid: u32) -> Result<String> {
         bail!("the container's process {pid} is in the root cgroup, which is the whole machine: give --pid {pid} instead");
     }
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape(r"/sys/fs/cgroup"), "/sys/fs/cgroup");
+        assert_eq!(unescape(r"/mnt/a\040b"), "/mnt/a b");
+        assert_eq!(unescape(r"\\x"), r"\\x");
+    }
 }
