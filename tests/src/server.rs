@@ -112,6 +112,8 @@ pub struct ServerOptions {
     pub go: bool,
     /// Start the server in this cgroup v2 directory (it enters it before it executes).
     pub cgroup: Option<PathBuf>,
+    /// Another build of the thread-pool server (`build_fixture_variant("server", ...)`).
+    pub binary: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -128,6 +130,7 @@ impl Default for ServerOptions {
             processes: None,
             go: false,
             cgroup: None,
+            binary: None,
         }
     }
 }
@@ -185,10 +188,11 @@ impl Server {
 
     /// [`Server::start`] through `launcher`.
     pub fn start_via(opts: &ServerOptions, launcher: &dyn Launcher) -> Result<Server> {
-        let bin = match (opts.go, opts.processes) {
-            (true, _) => build_go_fixture("goworker"),
-            (false, Some(_)) => build_fixture("prefork"),
-            (false, None) => build_fixture("server"),
+        let bin = match (opts.go, opts.processes, &opts.binary) {
+            (true, _, _) => build_go_fixture("goworker"),
+            (false, Some(_), _) => build_fixture("prefork"),
+            (false, None, Some(b)) => b.clone(),
+            (false, None, None) => build_fixture("server"),
         };
         let (data, tmp) = match &opts.data {
             Some(p) => (p.clone(), None),

@@ -454,7 +454,7 @@ fn stat_stacks_beyond_the_maps_capacity_are_all_counted() {
 
 /// Stacks yield to events: while the recorder is stopped (SIGSTOP), two threads that block
 /// and wake each other 30,000 times a second fill its ring with blocking stacks (up to
-/// 16 KiB each); past half the ring, stacks are shed and counted, and the switches and
+/// 16 KiB each); past a quarter of the ring, blocking stacks are shed and counted, and the switches and
 /// wakeups still fit: no event is lost. Every blocking switch of the fixture's threads has
 /// its stack in the file or is counted shed.
 #[test]

@@ -230,7 +230,7 @@ pub struct LostCounts {
     /// Program runs the kernel skipped (its recursion guard): events never produced.
     #[serde(default)]
     pub skipped: u64,
-    /// Stacks not taken because the ring buffer was over half full (`--stacks`): the
+    /// Stacks not taken because the ring buffer was filling up (blocking stacks past a quarter of it, on-CPU samples past half) (`--stacks`): the
     /// events are recorded, without their stacks.
     #[serde(default)]
     pub stacks_shed: u64,

@@ -76,7 +76,7 @@ pub struct InputReport {
     pub lost_by_kernel: u64,
     /// Threads the kernel filter had no room for, summed over inputs.
     pub threads_not_traced: u64,
-    /// Stacks not taken, the ring being over half full, summed over inputs: their
+    /// Stacks not taken, the ring filling up (blocking stacks past a quarter of it, samples past half), summed over inputs: their
     /// events are there, and time off the CPU they would have explained is under no
     /// stack.
     pub stacks_shed: u64,
@@ -142,7 +142,7 @@ impl std::fmt::Display for InputReport {
         if self.stacks_shed > 0 {
             writeln!(
                 f,
-                "stacks not taken (ring buffer over half full; the events are there): {}",
+                "stacks not taken (ring buffer filling up; the events are there): {}",
                 self.stacks_shed
             )?;
         }

@@ -123,7 +123,8 @@ pub mod counter {
     pub const THREADS_FULL: u32 = 1;
     /// Counting mode: updates an aggregation map had no room for.
     pub const STAT_FULL: u32 = 2;
-    /// Stacks not taken because the ring buffer was over half full: stacks yield to
+    /// Stacks not taken because the ring buffer was filling up (blocking stacks past a
+    /// quarter of it, on-CPU samples past half): stacks yield to
     /// the other records (`--stacks`).
     pub const STACKS_SHED: u32 = 3;
     /// Counting mode: timed calls paired by frame (Go's, and native ones in programs that

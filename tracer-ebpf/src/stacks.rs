@@ -157,11 +157,14 @@ pub fn capture<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32, cause: u32, period:
         bump(counter::LOST);
         return;
     };
-    // A stack is the largest record and the least needed: past half the ring, stacks
-    // are shed (and counted) so that the records of events still fit.
+    // A stack is the largest record and the least needed: past a share of the ring,
+    // stacks are shed (and counted) so that the records of events still fit. Blocking
+    // stacks, of which a busy server makes thousands a second, yield first (a quarter of
+    // the ring), so that the few hundred on-CPU samples a second (half) get through.
+    let share = if cause == stack_cause::SAMPLE { 2 } else { 4 };
     let ring = rb as *const _ as *mut core::ffi::c_void;
     // SAFETY: the helper reads the ring's positions; `ring` is one of our ring buffers.
-    if unsafe { bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA as u64) } > RING_BYTES as u64 / 2 {
+    if unsafe { bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA as u64) } > RING_BYTES as u64 / share {
         bump(counter::STACKS_SHED);
         return;
     }

@@ -19,7 +19,7 @@ pub struct RecordSummary {
     pub records: BTreeMap<&'static str, u64>,
     /// Events lost (see [`crate::kernel::Losses::total`]).
     pub lost: u64,
-    /// Stacks not taken, the ring being over half full.
+    /// Stacks not taken, the ring filling up (blocking stacks past a quarter of it, samples past half).
     pub stacks_shed: u64,
     /// Bytes of every file written.
     pub bytes: u64,
@@ -154,7 +154,7 @@ pub fn print_summary(s: &RecordSummary) -> Result<()> {
     if s.stacks_shed > 0 {
         writeln!(
             out,
-            "  {} stacks not taken: the ring buffer was over half full, and stacks yield to the events (whose records are all there); their time off the CPU is under no stack",
+            "  {} stacks not taken: the ring buffer was filling up (blocking stacks yield past a quarter of it, on-CPU samples past half) and stacks yield to the events (whose records are all there); their time off the CPU is under no stack",
             s.stacks_shed
         )?;
     }

@@ -59,6 +59,8 @@ pub fn run(only: Option<&str>) -> Result<()> {
     if wanted("stacks") {
         println!("\n== stacks at 99 Hz on a program without frame pointers: tracer vs perf ({} rounds, interleaved)", 3);
         crate::bench_stacks::stacks_vs_perf(&tracer, &dir)?;
+        println!("\n== stacks at 99 Hz on the fixture server built without frame pointers, under load: tracer vs perf ({} rounds of {LOAD_SECS}s, interleaved)", 3);
+        crate::bench_stacks::server_stacks(&tracer, &dir, LOAD_SECS)?;
     }
     if wanted("convert") {
         println!("\n== converting a recording of the server: tracer convert vs perf script");
@@ -166,7 +168,7 @@ fn empty_uprobes_script(server: &Path) -> String {
 }
 
 /// CPU time (user + system) of a whole process, in nanoseconds.
-fn cpu_ns(pid: u32) -> u64 {
+pub(crate) fn cpu_ns(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let rest = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
     let f: Vec<u64> = rest

@@ -10,7 +10,9 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use trace_file::{ChunkKind, Event, EventChunkDecoder, Reader};
-use tracer_tests::build_fixture_variant;
+use tracer_tests::{build_fixture_variant, load, wait_until, Server, ServerOptions};
+
+use crate::bench::{cpu_ns, file_len, interrupt};
 
 const ROUNDS: usize = 3;
 const SECS: &str = "4";
@@ -175,6 +177,133 @@ fn one_run(tracer: &Path, dir: &Path, fixture: &Path, mode: Mode) -> Result<Run>
         }
     }
     Ok(run)
+}
+
+/// The fixture server, built without frame pointers, under load: its throughput and CPU
+/// per request untraced, with `tracer record --stacks` (every event class, and the
+/// scheduler's only), and with perf's DWARF and frame-pointer call graphs; bytes per
+/// sample. Rounds interleave the modes; means.
+pub fn server_stacks(tracer: &Path, dir: &Path, secs: u64) -> Result<()> {
+    let binary = build_fixture_variant("server", "nofp", &["-fomit-frame-pointer"]);
+    let opts = ServerOptions {
+        binary: Some(binary),
+        ..ServerOptions::default()
+    };
+    let modes = [
+        Mode::Untraced,
+        Mode::Tracer,
+        Mode::TracerSched,
+        Mode::PerfDwarf,
+        Mode::PerfFp,
+    ];
+    // (requests/s, CPU ns a request, samples, bytes) per mode and round.
+    let mut runs: Vec<Vec<(f64, f64, u64, u64)>> = vec![Vec::new(); modes.len()];
+    for _ in 0..ROUNDS {
+        for (i, &m) in modes.iter().enumerate() {
+            runs[i].push(server_run(tracer, dir, &opts, m, secs)?);
+        }
+    }
+    let mean = |v: &[(f64, f64, u64, u64)], f: fn(&(f64, f64, u64, u64)) -> f64| {
+        v.iter().map(f).sum::<f64>() / v.len() as f64
+    };
+    let (rate, cpu) = (mean(&runs[0], |r| r.0), mean(&runs[0], |r| r.1));
+    println!(
+        "untraced: {rate:.0} requests/s, {:.1} us CPU/request",
+        cpu / 1e3
+    );
+    for (m, v) in modes.iter().zip(&runs).skip(1) {
+        let samples = mean(v, |r| r.2 as f64);
+        let bytes = mean(v, |r| r.3 as f64);
+        println!(
+            "{:<40} throughput ratio {:.3}  +{:.1} us CPU/request  {samples:.0} samples  {:.0} file bytes/sample",
+            m.label(),
+            mean(v, |r| r.0) / rate,
+            (mean(v, |r| r.1) - cpu) / 1e3,
+            if samples > 0.0 { bytes / samples } else { 0.0 },
+        );
+    }
+    Ok(())
+}
+
+/// One round of [`server_stacks`]: (requests/s, the server's CPU ns a request, samples,
+/// bytes recorded).
+fn server_run(
+    tracer: &Path,
+    dir: &Path,
+    opts: &ServerOptions,
+    mode: Mode,
+    secs: u64,
+) -> Result<(f64, f64, u64, u64)> {
+    let server = Server::start(opts)?;
+    let pid = server.pid().to_string();
+    let (trace, data) = (
+        dir.join("server-stacks.trace"),
+        dir.join("server-stacks.perf"),
+    );
+    let _ = std::fs::remove_file(&trace);
+    let _ = std::fs::remove_file(&data);
+    let tool = match mode {
+        Mode::Untraced => None,
+        Mode::Tracer | Mode::TracerSched => {
+            let mut c = Command::new(tracer);
+            c.args(["record", "--stacks", "-q", "-p", &pid, "-o"])
+                .arg(&trace);
+            if mode == Mode::TracerSched {
+                c.args(["--events", "sched"]);
+            }
+            let c = c.stderr(Stdio::piped()).spawn()?;
+            wait_until(std::time::Duration::from_secs(20), || {
+                file_len(&trace) > 200
+            });
+            Some(c)
+        }
+        Mode::PerfDwarf | Mode::PerfFp => {
+            let mut c = Command::new("perf");
+            c.args([
+                "record",
+                "-F",
+                "99",
+                "-e",
+                "cpu-clock",
+                "-q",
+                "-p",
+                &pid,
+                "-o",
+            ])
+            .arg(&data);
+            match mode {
+                Mode::PerfDwarf => c.args(["--call-graph", "dwarf"]),
+                _ => c.arg("-g"),
+            };
+            let c = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+            wait_until(std::time::Duration::from_secs(20), || file_len(&data) > 0);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            Some(c)
+        }
+    };
+    let cpu0 = cpu_ns(server.pid());
+    let t0 = std::time::Instant::now();
+    let report = load(
+        server.port(),
+        16,
+        1_000_000,
+        1024,
+        8,
+        std::time::Duration::from_secs(secs),
+    );
+    let elapsed = t0.elapsed().as_secs_f64();
+    let cpu = cpu_ns(server.pid()) - cpu0;
+    if let Some(c) = tool {
+        interrupt(c)?;
+    }
+    server.stop()?;
+    let (samples, bytes) = match mode {
+        Mode::Untraced => (0, 0),
+        Mode::Tracer | Mode::TracerSched => (samples_in(&trace)?, file_len(&trace)),
+        Mode::PerfDwarf | Mode::PerfFp => (crate::bench::perf_samples(&data), file_len(&data)),
+    };
+    let requests = report.requests.max(1) as f64;
+    Ok((requests / elapsed, cpu as f64 / requests, samples, bytes))
 }
 
 /// On-CPU samples in a trace.

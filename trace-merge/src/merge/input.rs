@@ -73,7 +73,7 @@ pub struct Source {
     pub threads_not_traced: u64,
     /// Program runs the kernel skipped: events never produced (last count read).
     pub skipped: u64,
-    /// Stacks not taken, the ring being over half full (last count read).
+    /// Stacks not taken, the ring filling up (blocking stacks past a quarter of it, samples past half) (last count read).
     pub stacks_shed: u64,
     /// The trailer, when the recorder stopped cleanly.
     pub trailer: Option<Trailer>,

@@ -56,7 +56,7 @@ pub struct Losses {
     pub per_cpu: Vec<u64>,
     pub threads_not_traced: u64,
     pub skipped: u64,
-    /// Stacks not taken, the ring being over half full (not events: their records are
+    /// Stacks not taken, the ring filling up (blocking stacks past a quarter of it, samples past half) (not events: their records are
     /// there, without a stack).
     pub stacks_shed: u64,
 }
