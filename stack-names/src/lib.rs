@@ -1,9 +1,10 @@
 //! Names the frames of a trace's stacks (`tracer record --stacks`), for every output that
 //! shows them. User addresses go through the mapping that held them, as the trace recorded
 //! it, to the file and then the symbolizer (DWARF lines and inlined frames, debug files
-//! found by debuglink or build-id, ELF and Go symbol tables); addresses no file held are
-//! looked up in the process's perf map (`/tmp/perf-PID.map`, written by JITs: Java, Node);
-//! kernel addresses in the kernel symbols the trace carries. An address none of these
+//! found by debuglink or build-id, ELF and Go symbol tables); addresses no file held by
+//! the names the process's JIT gave them in its perf map (Java, Node), which the recorder
+//! read while it ran and the trace carries; kernel addresses by the kernel symbols the
+//! trace carries. An address none of these
 //! names shows as hex with its module; so does one whose file is not the build the trace
 //! recorded (another build-id: `module [other build]+0xOFFSET`).
 #![warn(missing_docs)]
@@ -39,7 +40,6 @@ impl FrameName {
 pub struct StackNames {
     sym: symbolizer::Symbolizer,
     user: FxHashMap<(u32, u32, u64), Vec<FrameName>>,
-    perf_maps: FxHashMap<u32, Vec<(u64, u64, String)>>,
 }
 
 impl StackNames {
@@ -90,9 +90,9 @@ impl StackNames {
             }]
         };
         let Some(m) = store.mapping(tgid, addr) else {
-            return match self.perf_map(tgid, addr) {
-                Some(name) => vec![FrameName {
-                    function: name,
+            return match store.jit_symbol(tgid, addr) {
+                Some(s) => vec![FrameName {
+                    function: s.name.clone(),
                     ..FrameName::default()
                 }],
                 None => hex("[unknown]", addr),
@@ -136,54 +136,22 @@ impl StackNames {
             })
             .collect()
     }
-
-    /// The name a JIT's perf map gives `addr` of process `tgid`, if it has one.
-    fn perf_map(&mut self, tgid: u32, addr: u64) -> Option<String> {
-        let map = self
-            .perf_maps
-            .entry(tgid)
-            .or_insert_with(|| read_perf_map(tgid));
-        let i = map.partition_point(|e| e.0 <= addr);
-        let e = map.get(i.checked_sub(1)?)?;
-        (addr < e.1).then(|| e.2.clone())
-    }
-}
-
-/// `/tmp/perf-PID.map`: `START SIZE NAME` per line, hex; sorted by start.
-fn read_perf_map(tgid: u32) -> Vec<(u64, u64, String)> {
-    let text = std::fs::read_to_string(format!("/tmp/perf-{tgid}.map")).unwrap_or_default();
-    let mut out: Vec<(u64, u64, String)> = text
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(3, ' ');
-            let start = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
-            let size = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
-            Some((
-                start,
-                start.checked_add(size)?,
-                f.next()?.trim().to_string(),
-            ))
-        })
-        .collect();
-    out.sort_by_key(|e| e.0);
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trace_file::{KernelSymbol, StackTable};
+    use trace_file::{JitSymbol, KernelSymbol, StackTable};
 
     #[test]
-    fn jit_code_by_perf_map_kernel_by_symbols_the_rest_in_hex() {
-        // A process id no process has: its perf map is ours.
-        let tgid = u32::MAX - 7;
-        let map = format!("/tmp/perf-{tgid}.map");
-        std::fs::write(
-            &map,
-            "7f0000001000 40 LazyCompile:*handle app.js:10\nbad line\n",
-        )
-        .unwrap();
+    fn jit_code_by_the_names_carried_kernel_by_symbols_the_rest_in_hex() {
+        let tgid = 7;
+        let jit = |start: u64, end: u64, name: &str| JitSymbol {
+            tgid,
+            start,
+            end,
+            name: name.into(),
+        };
         let mut store = StackStore::default();
         store.absorb(StackTable {
             kernel_symbols: vec![KernelSymbol {
@@ -191,12 +159,29 @@ mod tests {
                 end: 0xffff_0100,
                 name: "schedule".into(),
             }],
+            jit_symbols: vec![jit(0x7f00_0000_1000, 0x7f00_0000_1040, "LazyCompile:*old")],
+            ..Default::default()
+        });
+        // Compiled again at the same address: the later name; another process's: not
+        // this one's.
+        store.absorb(StackTable {
+            jit_symbols: vec![
+                jit(
+                    0x7f00_0000_1000,
+                    0x7f00_0000_1040,
+                    "LazyCompile:*handle app.js:10",
+                ),
+                JitSymbol {
+                    tgid: 8,
+                    ..jit(0x1000, 0x2000, "other")
+                },
+            ],
             ..Default::default()
         });
         let stack = StackDef {
             id: 1,
             tgid,
-            user: vec![0x7f00_0000_1010, 0x1234],
+            user: vec![0x7f00_0000_1010, 0x7f00_0000_1040, 0x1234],
             kernel: vec![0xffff_0010, 0xffff_0200],
             cut: Some("unwind: no unwind information".into()),
         };
@@ -205,12 +190,12 @@ mod tests {
             .into_iter()
             .map(|f| f.function)
             .collect();
-        std::fs::remove_file(&map).unwrap();
         assert_eq!(
             names,
             [
                 "[cut: unwind]",
                 "[unknown]+0x1234",
+                "[unknown]+0x7f0000001040",
                 "LazyCompile:*handle app.js:10",
                 "[kernel]+0xffff0200",
                 "schedule",

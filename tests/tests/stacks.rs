@@ -569,3 +569,52 @@ fn stacks_through_a_library_loaded_while_recording() {
     let what = "the blocker's blocked time under blocker;plugin_block;plugin_read;read";
     most(through, all, what, &text);
 }
+
+/// Code a JIT wrote (tests/fixtures/jit.c: machine code copied to a page of its own and
+/// named in the process's perf map, as Java's and Node's JITs do) is named in the stacks
+/// by that map, which the recorder read while the process ran and the trace carries: the
+/// fixture has removed its map, and exited, before the trace is read. Its samples agree
+/// with its CPU time in that code (see [`sampling_agrees`]).
+#[test]
+fn jit_code_is_named_by_the_perf_map_read_while_recording() {
+    let _serial = serial();
+    let bin = build_fixture("jit");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("jit.trace");
+    let hz = HZ.to_string();
+    let mut args: Vec<&std::ffi::OsStr> = ["record", "--stacks", "--events", "sched", "-q"]
+        .into_iter()
+        .chain(["--frequency", &hz, "-o"])
+        .map(|a| a.as_ref())
+        .collect();
+    args.extend([
+        trace.as_os_str(),
+        "--".as_ref(),
+        bin.as_os_str(),
+        "2000".as_ref(),
+    ]);
+    let out = tracer_ok(&args);
+    let f = numbers(&out, "JIT");
+    let (pid, jit_ns) = (f[0], f[1]);
+    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+
+    let dump = tracer_ok(&["dump".as_ref(), trace.as_os_str()]);
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    let carried = format!("# jit_symbol tgid={pid} ");
+    assert!(
+        dump.lines()
+            .any(|l| l.starts_with(&carried) && l.ends_with(" name=jit_spin")),
+        "no jit_symbol line for jit_spin"
+    );
+    let doc = stack_summary(&trace);
+    let functions = doc["functions"].as_array().unwrap();
+    let spin = (functions.iter())
+        .find(|f| f["function"] == "jit_spin")
+        .unwrap_or_else(|| panic!("jit_spin not named: {doc}"));
+    let samples = spin["on_cpu_self_samples"].as_u64().unwrap() as f64;
+    let expected = jit_ns as f64 * HZ as f64 / 1e9;
+    assert!(
+        sampling_agrees(samples, expected),
+        "{samples} samples in jit_spin, {expected:.0} expected from its CPU time"
+    );
+}

@@ -19,9 +19,9 @@ pub use container::{
     MAGIC, MAX_CHUNK, OLDEST_VERSION, SYNC,
 };
 pub use meta::{
-    latency_buckets, wait_buckets, FuncWindow, KernelSymbol, LostCounts, Mapping, Probe, ProbeKind,
-    ProcessInfo, ProcessMappings, StackDef, StackTable, StatWindow, SysWindow, ThreadInfo,
-    ThreadWindow, TraceHeader, Trailer, WindowStack,
+    latency_buckets, wait_buckets, FuncWindow, JitSymbol, KernelSymbol, LostCounts, Mapping, Probe,
+    ProbeKind, ProcessInfo, ProcessMappings, StackDef, StackTable, StatWindow, SysWindow,
+    ThreadInfo, ThreadWindow, TraceHeader, Trailer, WindowStack,
 };
 pub use record::{Event, EventChunkDecoder, EventChunkEncoder, Record};
 

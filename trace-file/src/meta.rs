@@ -87,6 +87,11 @@ pub struct StackTable {
     /// Kernel functions the kernel frames of the stacks so far fall in.
     #[serde(default)]
     pub kernel_symbols: Vec<KernelSymbol>,
+    /// Code no file holds that a JIT named in its perf map, for the frames of the stacks
+    /// so far that fall in it: read while the process ran, since the map is gone or
+    /// another process's by the time a trace is read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jit_symbols: Vec<JitSymbol>,
 }
 
 /// One distinct stack of one process.
@@ -163,6 +168,19 @@ pub struct KernelSymbol {
     /// Past its last address (the next symbol's start).
     pub end: u64,
     /// Its name (`name [module]` for a module's).
+    pub name: String,
+}
+
+/// A function a JIT compiled, as its perf map (`/tmp/perf-PID.map`) names it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JitSymbol {
+    /// The process.
+    pub tgid: u32,
+    /// First address.
+    pub start: u64,
+    /// Past its last address.
+    pub end: u64,
+    /// Its name, as the JIT wrote it.
     pub name: String,
 }
 

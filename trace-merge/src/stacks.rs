@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 
-use trace_file::{KernelSymbol, Mapping, ProcessMappings, StackDef, StackTable};
+use trace_file::{JitSymbol, KernelSymbol, Mapping, ProcessMappings, StackDef, StackTable};
 
 use crate::timeline::{Sample, StateInterval, ThreadRef, ThreadState};
 
-/// One file's stacks, with what names their frames: the processes' mappings and the
-/// kernel's symbols, as the `Stacks` chunks read so far define them.
+/// One file's stacks, with what names their frames: the processes' mappings, the
+/// kernel's symbols and the JITs' ones, as the `Stacks` chunks read so far define them.
 #[derive(Clone, Debug, Default)]
 pub struct StackStore {
     defs: HashMap<u32, StackDef>,
@@ -16,6 +16,8 @@ pub struct StackStore {
     mappings: HashMap<u32, Vec<ProcessMappings>>,
     /// Kernel symbols, kept sorted by address.
     kernel: Vec<KernelSymbol>,
+    /// Per process, the functions its JIT named, kept sorted by address.
+    jit: HashMap<u32, Vec<JitSymbol>>,
 }
 
 impl StackStore {
@@ -31,6 +33,14 @@ impl StackStore {
             self.kernel.extend(t.kernel_symbols);
             self.kernel.sort_by_key(|s| s.addr);
             self.kernel.dedup_by_key(|s| s.addr);
+        }
+        for j in t.jit_symbols {
+            self.jit.entry(j.tgid).or_default().push(j);
+        }
+        for list in self.jit.values_mut() {
+            if !list.is_sorted_by_key(|s| s.start) {
+                list.sort_by_key(|s| s.start);
+            }
         }
     }
 
@@ -56,6 +66,16 @@ impl StackStore {
             .iter()
             .rev()
             .find_map(|l| l.maps.iter().find(|m| (m.start..m.end).contains(&addr)))
+    }
+
+    /// The function of process `tgid`'s JIT code that `addr` is in: the one starting
+    /// nearest below it (of code compiled again at one address, the latest read; the sort
+    /// is stable).
+    pub fn jit_symbol(&self, tgid: u32, addr: u64) -> Option<&JitSymbol> {
+        let list = self.jit.get(&tgid)?;
+        let i = list.partition_point(|s| s.start <= addr);
+        let s = list.get(i.checked_sub(1)?)?;
+        (addr < s.end).then_some(s)
     }
 
     /// The kernel function `addr` is in.
@@ -176,6 +196,7 @@ mod tests {
                 end: 0x180,
                 name: "schedule".into(),
             }],
+            ..Default::default()
         });
         s.absorb(StackTable {
             mappings: vec![ProcessMappings {

@@ -135,6 +135,13 @@ fn write_chunk(out: &mut Vec<u8>, chunk: &Chunk, start: &mut u64) -> Result<()> 
                     k.addr, k.end, k.name
                 )?;
             }
+            for j in &t.jit_symbols {
+                writeln!(
+                    out,
+                    "# jit_symbol tgid={} start={:#x} end={:#x} name={}",
+                    j.tgid, j.start, j.end, j.name
+                )?;
+            }
             for s in &t.stacks {
                 let hex = |v: &[u64]| {
                     v.iter()

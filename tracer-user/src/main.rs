@@ -12,6 +12,7 @@ mod files;
 mod kernel;
 mod launch;
 mod output;
+mod perf_map;
 mod preflight;
 mod probes;
 mod procfs;

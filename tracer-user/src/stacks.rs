@@ -1,15 +1,17 @@
 //! `--stacks`: turns the programs' raw stacks into interned stacks of the trace. Each
 //! [`StackRaw`] is unwound here, while the process's mappings can still be read, and
 //! becomes a `Sample` or `BlockStack` record naming a stack of the file's stack table; the
-//! table's new entries, with the mappings and kernel symbols they need, go in a `Stacks`
-//! chunk before the records that name them.
+//! table's new entries, with the mappings, kernel symbols and JIT symbols they need, go
+//! in a `Stacks` chunk before the records that name them.
 
 use std::mem::offset_of;
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use trace_file::{Event, KernelSymbol, StackDef, StackTable};
+use trace_file::{Event, JitSymbol, KernelSymbol, StackDef, StackTable};
 use tracer_abi::{stack_cause, Header, StackRaw, USER_STACK_BYTES};
 use unwinder::{Regs, Unwinders};
+
+use crate::perf_map::PerfMaps;
 
 /// Interns the stacks of one file.
 #[derive(Default)]
@@ -21,6 +23,9 @@ pub struct Stacks {
     kallsyms: Option<Vec<(u64, String)>>,
     /// Indices in `kallsyms` already written.
     symbols_written: FxHashSet<usize>,
+    perf_maps: PerfMaps,
+    /// JIT functions already written: process and start.
+    jit_written: FxHashSet<(u32, u64)>,
     /// Stacks whose user frames were cut, by reason (samples and blocks, not distinct
     /// stacks): the recorder's summary.
     pub cut: FxHashMap<String, u64>,
@@ -147,6 +152,9 @@ impl Stacks {
         for &a in &def.kernel {
             self.kernel_symbol(a);
         }
+        for &a in &def.user {
+            self.jit_symbol(def.tgid, a);
+        }
         self.pending.stacks.push(StackDef { id, ..def.clone() });
         self.ids.insert(def, id);
         id
@@ -167,17 +175,37 @@ impl Stacks {
         });
     }
 
-    /// Process `pid` executed another program: its mappings are read again.
+    /// Puts the JIT function of process `tgid` that `addr` is in in the next chunk,
+    /// once, if its perf map names one.
+    fn jit_symbol(&mut self, tgid: u32, addr: u64) {
+        let Some((start, end, name)) = self.perf_maps.lookup(tgid, addr) else {
+            return;
+        };
+        if self.jit_written.insert((tgid, start)) {
+            self.pending.jit_symbols.push(JitSymbol {
+                tgid,
+                start,
+                end,
+                name: name.to_string(),
+            });
+        }
+    }
+
+    /// Process `pid` executed another program: its mappings and perf map are read again.
     pub fn forget(&mut self, pid: u32) {
         self.unwinders.forget(pid);
+        self.perf_maps.forget(pid);
     }
 
     /// The definitions to write before the records taken so far, if there are any.
     pub fn take_table(&mut self) -> Option<StackTable> {
         self.pending.mappings.extend(self.unwinders.take_mappings());
         let t = std::mem::take(&mut self.pending);
-        (!t.stacks.is_empty() || !t.mappings.is_empty() || !t.kernel_symbols.is_empty())
-            .then_some(t)
+        let empty = t.stacks.is_empty()
+            && t.mappings.is_empty()
+            && t.kernel_symbols.is_empty()
+            && t.jit_symbols.is_empty();
+        (!empty).then_some(t)
     }
 
     /// A new file starts: it defines again every stack, mapping and symbol it names.
@@ -185,6 +213,7 @@ impl Stacks {
         let cut = std::mem::take(&mut self.cut);
         *self = Stacks {
             kallsyms: self.kallsyms.take(),
+            perf_maps: std::mem::take(&mut self.perf_maps),
             cut,
             ..Stacks::default()
         };
