@@ -56,15 +56,18 @@ struct Run {
     post_cpu: f64,
 }
 
+/// Every way the fixtures run, side by side in each round.
+const MODES: [Mode; 5] = [
+    Mode::Untraced,
+    Mode::Tracer,
+    Mode::TracerSched,
+    Mode::PerfDwarf,
+    Mode::PerfFp,
+];
+
 pub fn stacks_vs_perf(tracer: &Path, dir: &Path) -> Result<()> {
     let fixture = build_fixture_variant("stacks", "nofp", &["-fomit-frame-pointer"]);
-    let modes = [
-        Mode::Untraced,
-        Mode::Tracer,
-        Mode::TracerSched,
-        Mode::PerfDwarf,
-        Mode::PerfFp,
-    ];
+    let modes = MODES;
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); modes.len()];
     for _ in 0..ROUNDS {
         for (i, &m) in modes.iter().enumerate() {
@@ -189,13 +192,7 @@ pub fn server_stacks(tracer: &Path, dir: &Path, secs: u64) -> Result<()> {
         binary: Some(binary),
         ..ServerOptions::default()
     };
-    let modes = [
-        Mode::Untraced,
-        Mode::Tracer,
-        Mode::TracerSched,
-        Mode::PerfDwarf,
-        Mode::PerfFp,
-    ];
+    let modes = MODES;
     // (requests/s, CPU ns a request, samples, bytes) per mode and round.
     let mut runs: Vec<Vec<(f64, f64, u64, u64)>> = vec![Vec::new(); modes.len()];
     for _ in 0..ROUNDS {
