@@ -196,10 +196,14 @@ pub struct StackKey {
     pub user: i64,
     /// The kernel stack's id.
     pub kernel: i64,
+    /// When the user stack has no id because its slot held another stack (`user` is
+    /// `-EEXIST`): the user instruction pointer, so that the function it was in is still
+    /// known; else 0, so that one stack is one key.
+    pub ip: u64,
 }
 
 crate::records::exact_layout! {
-    StackKey { u32, u32, i64, i64 }
+    StackKey { u32, u32, i64, i64, u64 }
 }
 
 #[cfg(test)]

@@ -62,8 +62,12 @@ pub fn stack_sample(ctx: PerfEventContext) -> u32 {
 /// code keeps frame pointers (the kernel's does). A stack's id is its hash's slot in
 /// `STACK_IDS`; a stack whose slot holds another keeps the error (`-EEXIST`) for an id,
 /// so its samples are counted and said to have lost their frames, never given another
-/// stack's (which `BPF_F_REUSE_STACKID` would do). The recorder frees the slots of stacks
-/// no longer seen.
+/// stack's (which `BPF_F_REUSE_STACKID` would do); a user stack keeps its instruction
+/// pointer then, the function it was in. The recorder frees the slots of stacks no longer
+/// seen.
+/// What `bpf_get_stackid` returns for a stack whose slot holds another.
+const EEXIST: i64 = -17;
+
 #[inline(never)]
 pub fn count(ctx: *mut core::ffi::c_void, tid: u32, tgid: u32, cause: u32) {
     if config().stacks == 0 {
@@ -74,11 +78,20 @@ pub fn count(ctx: *mut core::ffi::c_void, tid: u32, tgid: u32, cause: u32) {
     let user = unsafe { bpf_get_stackid(ctx, ids, BPF_F_USER_STACK as u64) };
     // SAFETY: as above.
     let kernel = unsafe { bpf_get_stackid(ctx, ids, 0) };
+    let ip = match user {
+        // SAFETY: the current task's user registers, saved at the top of its kernel stack
+        // whether the event interrupted user or kernel code.
+        EEXIST => unsafe {
+            (*(bpf_task_pt_regs(bpf_get_current_task_btf()) as *const pt_regs)).rip
+        },
+        _ => 0,
+    };
     let key = StackKey {
         tgid: seen_tgid(tid, tgid),
         cause,
         user,
         kernel,
+        ip,
     };
     if let Some(n) = STACK_COUNTS.get_ptr_mut(&key) {
         // SAFETY: this CPU's value of our own map; programs do not migrate while running.

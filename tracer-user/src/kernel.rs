@@ -625,6 +625,12 @@ fn size_maps<'a>(
         for map in ["STACK_IDS", "STACK_COUNTS"] {
             loader.map_max_entries(map, 1);
         }
+    } else if let Some(slots) = (std::env::var("TRACER_TEST_STACK_SLOTS").ok())
+        .and_then(|s| s.parse::<u32>().ok())
+        .filter(|&n| n > 0)
+    {
+        // For the tests: a table of stacks so small that stacks collide in it.
+        loader.map_max_entries("STACK_IDS", slots);
     }
 }
 

@@ -61,7 +61,7 @@ fn window_stacks(
             evicted.push(key);
         }
     }
-    changed.sort_by_key(|(k, _)| (k.tgid, k.cause, k.user, k.kernel));
+    changed.sort_by_key(|(k, _)| (k.tgid, k.cause, k.user, k.kernel, k.ip));
     // The frames of a stack id, or why there are none: a stack whose slot in the
     // kernel's table held another one (-EEXIST), or that left the table before this read.
     let frames = |id: i64| -> (Vec<u64>, Option<String>) {
@@ -80,7 +80,11 @@ fn window_stacks(
     let out = changed
         .into_iter()
         .map(|(key, count)| {
-            let (user, cut_user) = frames(key.user);
+            let (user, cut_user) = match frames(key.user) {
+                // Its slot held another stack: the function it was in, not its callers.
+                (f, Some(cut)) if f.is_empty() && key.ip != 0 => (vec![key.ip], Some(cut)),
+                other => other,
+            };
             let (kernel, cut_kernel) = frames(key.kernel);
             WindowStack {
                 stack: table.define(key.tgid, &user, &kernel, cut_user.or(cut_kernel), now),
@@ -108,7 +112,7 @@ fn window_stacks(
 
 /// Why a counted stack has no frames, as its `cut` says.
 const CUT_COLLIDED: &str =
-    "table: its slot in the kernel's table of stacks held another stack (stat --stacks)";
+    "table: its slot in the kernel's table of stacks held another stack (stat --stacks; a user stack keeps the function it was in)";
 const CUT_GONE: &str = "table: it left the kernel's table of stacks before it was read";
 
 /// Counting-mode settings.
