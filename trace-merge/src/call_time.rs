@@ -345,9 +345,46 @@ pub struct GoroutineClocks {
     /// The goroutine on each thread: one starting to run there takes the place of the one
     /// before, should that one's leaving not have been recorded.
     on_thread: FxHashMap<u32, u64>,
+    /// The files that did not record the goroutines' status: their clocks read zeros.
+    unrecorded: Vec<u32>,
 }
 
 impl GoroutineClocks {
+    /// The clocks of files that did or did not record the goroutines' status (their
+    /// headers' `go_status`, in file order).
+    pub fn for_files(recorded: impl IntoIterator<Item = bool>) -> Self {
+        let unrecorded = (recorded.into_iter().enumerate())
+            .filter(|&(_, r)| !r)
+            .map(|(i, _)| i as u32)
+            .collect();
+        GoroutineClocks {
+            unrecorded,
+            ..Default::default()
+        }
+    }
+
+    /// Whether file `source` recorded the goroutines' status.
+    pub fn recorded(&self, source: u32) -> bool {
+        !self.unrecorded.contains(&source)
+    }
+
+    /// Goroutine `g`'s time from its clock reading `at` to `time`, by state: a Go call's
+    /// split. `None` when its file did not record the goroutines' status.
+    pub fn since(
+        &mut self,
+        source: u32,
+        g: u64,
+        at: &Split,
+        time: u64,
+        clock_of: impl Fn(u32, u64) -> Split,
+    ) -> Option<Split> {
+        if !self.recorded(source) {
+            return None;
+        }
+        let to = self.reading(source, g, None, time, clock_of);
+        Some(std::array::from_fn(|k| to[k].saturating_sub(at[k])))
+    }
+
     /// A goroutine's status changed (`change`, in file `source`).
     pub fn status(
         &mut self,
@@ -401,6 +438,9 @@ impl GoroutineClocks {
         time: u64,
         clock_of: impl Fn(u32, u64) -> Split,
     ) -> Split {
+        if !self.recorded(source) {
+            return [0; SPLIT];
+        }
         if let Some(thread) = on {
             let here =
                 |c: &GoClock| matches!(c.place, GoPlace::On { thread: t, .. } if t == thread);
@@ -506,8 +546,10 @@ mod tests {
         // Woken by another thread: runnable, then running on thread 2.
         c.status(0, &change(3, 500, 7, RUNNABLE), running);
         c.status(0, &change(2, 600, 7, RUNNING), running);
-        let to = c.reading(0, 7, None, 700, running);
-        assert_eq!(minus(&to, &at), [150, 100, 300, 0, 0]);
+        assert_eq!(
+            c.since(0, 7, &at, 700, running),
+            Some([150, 100, 300, 0, 0])
+        );
         // On a thread, its states: preempted there half the time is ready half the time.
         let half = |_: u32, t: u64| [t / 2, t - t / 2, 0, 0, 0];
         c.status(0, &change(4, 700, 11, RUNNING), half);
@@ -515,6 +557,17 @@ mod tests {
         c.status(0, &change(4, 800, 11, SYSCALL), half);
         let to = c.reading(0, 11, None, 900, half);
         assert_eq!(minus(&to, &at), [100, 100, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_file_that_did_not_record_the_goroutines_status_gives_no_split() {
+        let mut c = GoroutineClocks::for_files([true, false]);
+        assert!(c.recorded(0) && !c.recorded(1));
+        let at = c.reading(1, 7, Some(1), 150, running);
+        assert_eq!(at, [0; SPLIT]);
+        assert_eq!(c.since(1, 7, &at, 700, running), None);
+        let at = c.reading(0, 7, Some(1), 150, running);
+        assert_eq!(c.since(0, 7, &at, 700, running), Some([550, 0, 0, 0, 0]));
     }
 
     #[test]

@@ -34,11 +34,16 @@ impl StackStore {
             self.kernel.sort_by_key(|s| s.addr);
             self.kernel.dedup_by_key(|s| s.addr);
         }
+        let mut touched = Vec::new();
         for j in t.jit_symbols {
+            touched.push(j.tgid);
             self.jit.entry(j.tgid).or_default().push(j);
         }
-        for list in self.jit.values_mut() {
-            if !list.is_sorted_by_key(|s| s.start) {
+        touched.sort_unstable();
+        touched.dedup();
+        for tgid in touched {
+            if let Some(list) = self.jit.get_mut(&tgid) {
+                // Stable: of two at one start, the later read stays after the earlier.
                 list.sort_by_key(|s| s.start);
             }
         }

@@ -129,8 +129,6 @@ pub(crate) struct Pass<'a> {
     goroutines: GoroutineStacks<Frame>,
     /// Where the goroutines' time goes, for the files that recorded their status.
     go_clocks: GoroutineClocks,
-    /// Per source file: it recorded the goroutines' status (Go calls have a split).
-    go_status: Vec<bool>,
     max_conn: u32,
 }
 
@@ -180,8 +178,7 @@ pub(crate) fn convert_host(
         sys_names: vec![None; tracer_abi::MAX_SYSCALLS as usize],
         wild_sys_names: FxHashMap::default(),
         goroutines: Default::default(),
-        go_clocks: Default::default(),
-        go_status: sources.iter().map(|s| s.header.go_status).collect(),
+        go_clocks: GoroutineClocks::for_files(sources.iter().map(|s| s.header.go_status)),
         max_conn: 0,
         out,
     };
@@ -444,7 +441,9 @@ impl Pass<'_> {
     fn go_entry(&mut self, r: u32, time: u64, func: u32, g: u64) {
         let id = self.new_id();
         let source = self.threads[r as usize].source;
-        let at = self.go_reading(source, g, Some(r), time);
+        let threads = &self.threads;
+        let clock_of = |r: u32, t: u64| threads[r as usize].clock.entry(t);
+        let at = self.go_clocks.reading(source, g, Some(r), time, clock_of);
         let frame = Frame { id, conn: None };
         self.goroutines.enter(source, g, frame, func, time, at);
     }
@@ -456,24 +455,11 @@ impl Pass<'_> {
         let Some(e) = self.goroutines.end(source, span) else {
             return Ok(());
         };
-        let to = self.go_reading(source, span.goroutine.unwrap_or(0), None, span.end);
-        let mut split = [0; SPLIT];
-        for (k, s) in split.iter_mut().enumerate() {
-            *s = to[k].saturating_sub(e.call.at[k]);
-        }
-        let row = self.ended(tl, span, &e);
-        self.call_row(&row, &split)
-    }
-
-    /// Goroutine `g`'s clock reading at `time` (zeros when its file did not record the
-    /// goroutines' status).
-    fn go_reading(&mut self, source: u32, g: u64, on: Option<u32>, time: u64) -> Split {
-        if self.go_status.get(source as usize) != Some(&true) {
-            return [0; SPLIT];
-        }
-        let threads = &self.threads;
+        let (g, threads) = (span.goroutine.unwrap_or(0), &self.threads);
         let clock_of = |r: u32, t: u64| threads[r as usize].clock.entry(t);
-        self.go_clocks.reading(source, g, on, time, clock_of)
+        let split = (self.go_clocks).since(source, g, &e.call.at, span.end, clock_of);
+        let row = self.ended(tl, span, &e);
+        self.call_row(&row, &split.unwrap_or([0; SPLIT]))
     }
 
     /// A USDT probe fired: a `calls` row of kind `usdt`, taking no time.

@@ -57,6 +57,9 @@ pub fn stack_sample(ctx: PerfEventContext) -> u32 {
     0
 }
 
+/// What `bpf_get_stackid` returns for a stack whose slot holds another.
+const EEXIST: i64 = -17;
+
 /// Counting mode: counts the current thread's stacks in the kernel, walked by frame
 /// pointers (`bpf_get_stackid`): a profile that can stay on for days, right where the
 /// code keeps frame pointers (the kernel's does). A stack's id is its hash's slot in
@@ -65,9 +68,6 @@ pub fn stack_sample(ctx: PerfEventContext) -> u32 {
 /// stack's (which `BPF_F_REUSE_STACKID` would do); a user stack keeps its instruction
 /// pointer then, the function it was in. The recorder frees the slots of stacks no longer
 /// seen.
-/// What `bpf_get_stackid` returns for a stack whose slot holds another.
-const EEXIST: i64 = -17;
-
 #[inline(never)]
 pub fn count(ctx: *mut core::ffi::c_void, tid: u32, tgid: u32, cause: u32) {
     if config().stacks == 0 {

@@ -11,7 +11,7 @@
 
 use rustc_hash::FxHashMap as FastMap;
 use trace_merge::call_time::{
-    CallStack, EndedCall, GoroutineClocks, GoroutineStacks, Split, StateClock, SPLIT,
+    CallStack, EndedCall, GoroutineClocks, GoroutineStacks, Split, StateClock,
 };
 use trace_merge::merge::Source;
 use trace_merge::timeline::{
@@ -75,8 +75,6 @@ pub(super) struct Pass {
     goroutines: GoroutineStacks<u32>,
     /// Where the goroutines' time goes, for the files that recorded their status.
     go_clocks: GoroutineClocks,
-    /// Per source file: it recorded the goroutines' status (Go calls have a split).
-    go_status: Vec<bool>,
 }
 
 impl trace_merge::Consumer for Pass {
@@ -148,8 +146,7 @@ impl Pass {
             edge_meta: Vec::new(),
             open_conns: FastMap::default(),
             goroutines: GoroutineStacks::default(),
-            go_clocks: GoroutineClocks::default(),
-            go_status: sources.iter().map(|s| s.header.go_status).collect(),
+            go_clocks: GoroutineClocks::for_files(sources.iter().map(|s| s.header.go_status)),
             in_service: Vec::new(),
         };
         p.total.conns.resize_with(sources.len(), ConnAcc::default);
@@ -344,7 +341,9 @@ impl Pass {
     fn go_entry(&mut self, r: u32, time: u64, func: u32, g: u64) {
         let source = self.rt[r as usize].source;
         let slot = self.func_slot(source, func);
-        let at = self.go_reading(source, g, Some(r), time);
+        let rt = &self.rt;
+        let clock_of = |r: u32, t: u64| rt[r as usize].clock.entry(t);
+        let at = self.go_clocks.reading(source, g, Some(r), time, clock_of);
         self.goroutines.enter(source, g, slot, func, time, at);
     }
 
@@ -355,29 +354,19 @@ impl Pass {
         let Some(e) = self.goroutines.end(source, span) else {
             return;
         };
-        if self.go_status.get(source as usize) == Some(&true) && e.call.outer {
-            let g = span.goroutine.unwrap_or(0);
-            let to = self.go_reading(source, g, None, span.end);
-            let mut split = [0; SPLIT];
-            for (k, s) in split.iter_mut().enumerate() {
-                *s = to[k].saturating_sub(e.call.at[k]);
-            }
+        let g = span.goroutine.unwrap_or(0);
+        let rt = &self.rt;
+        let clock_of = |r: u32, t: u64| rt[r as usize].clock.entry(t);
+        let split = match e.call.outer {
+            true => (self.go_clocks).since(source, g, &e.call.at, span.end, clock_of),
+            false => None,
+        };
+        if let Some(split) = split {
             let (slot, window) = (e.call.key, self.window_of(span.end));
             self.add_split(slot, window, &split);
             self.each(span.end, |a| at(&mut a.funcs, slot).go_split = true);
         }
         self.ended::<true>(span, &e);
-    }
-
-    /// Goroutine `g`'s clock reading at `time` (zeros when its file did not record the
-    /// goroutines' status).
-    fn go_reading(&mut self, source: u32, g: u64, on: Option<u32>, time: u64) -> Split {
-        if self.go_status.get(source as usize) != Some(&true) {
-            return [0; SPLIT];
-        }
-        let rt = &self.rt;
-        let clock_of = |r: u32, t: u64| rt[r as usize].clock.entry(t);
-        self.go_clocks.reading(source, g, on, time, clock_of)
     }
 
     fn edge_slot(&mut self, caller: u32, callee: u32) -> u32 {
